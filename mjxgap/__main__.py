@@ -1,0 +1,3 @@
+from mjxgap.cli import main
+
+main()

@@ -1,0 +1,152 @@
+"""`mjxgap <command>`: every capability from the command line.
+
+Bad input prints one line `mjxgap: error: ...` on stderr and exits with status 2; outputs are
+written to a temporary file and renamed, so a failure never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import pathlib
+import sys
+import tempfile
+
+from mjxgap.errors import UserError
+
+DEFAULT_ROBOT = "builtin"
+DEFAULT_TASK = "stand"
+
+
+class _Parser(argparse.ArgumentParser):
+  """argparse that reports a usage mistake on one line with status 2."""
+
+  def error(self, message: str):
+    raise UserError(f"{self.prog}: {message}")
+
+
+def _positive_int(text: str) -> int:
+  try:
+    value = int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+  return value
+
+
+def _positive_float(text: str) -> float:
+  try:
+    value = float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+  if not (math.isfinite(value) and value > 0):
+    raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
+  return value
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+  """Writes JSON to `path` through a temporary file in the same folder and a rename."""
+  path = pathlib.Path(path)
+  try:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  except OSError as e:
+    raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+  try:
+    with os.fdopen(fd, "w") as f:
+      json.dump(obj, f, indent=2)
+      f.write("\n")
+    os.replace(tmp, path)
+  except BaseException:
+    pathlib.Path(tmp).unlink(missing_ok=True)
+    raise
+
+
+def _emit(result: dict, out: str | None) -> None:
+  if out:
+    write_json_atomic(out, result)
+  print(json.dumps(result))
+
+
+def _add_robot_task(p: argparse.ArgumentParser) -> None:
+  p.add_argument("--robot", default=DEFAULT_ROBOT,
+                 help="built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)")
+  p.add_argument("--task", default=DEFAULT_TASK, help="task name (default: stand)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+  from mjxgap import __version__
+
+  parser = _Parser(prog="mjxgap", description=__doc__.splitlines()[0])
+  parser.add_argument("--version", action="version", version=f"mjxgap {__version__}")
+  sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+  p = sub.add_parser("robot", help="load a robot and print its joints, gains and pose as JSON")
+  p.add_argument("robot", nargs="?", default=DEFAULT_ROBOT)
+
+  p = sub.add_parser("tasks", help="list the tasks")
+
+  p = sub.add_parser("rollout", help="run a randomized rollout (random actions) and summarise it")
+  _add_robot_task(p)
+  p.add_argument("--num-envs", type=_positive_int, default=64)
+  p.add_argument("--seconds", type=_positive_float, default=5.0, help="simulated s per env")
+  p.add_argument("--action-std", type=_positive_float, default=0.3)
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--out", help="also write the JSON summary to this file")
+
+  bench = sub.add_parser("bench", help="throughput benchmarks")
+  bsub = bench.add_subparsers(dest="bench_command", required=True, parser_class=_Parser)
+  p = bsub.add_parser("env", help="env steps/s versus bare mjx.step on the same model")
+  _add_robot_task(p)
+  p.add_argument("--num-envs", type=_positive_int, default=256)
+  p.add_argument("--steps", type=_positive_int, default=100, help="control steps per timed run")
+  p.add_argument("--repeats", type=_positive_int, default=3)
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--out", help="also write the JSON result to this file")
+  return parser
+
+
+def run(argv: list[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
+  if args.command == "robot":
+    from mjxgap.robot import load_robot
+
+    print(json.dumps(load_robot(args.robot).summary(), indent=2))
+  elif args.command == "tasks":
+    from mjxgap.tasks import task_names
+
+    print("\n".join(task_names()))
+  elif args.command == "rollout":
+    from mjxgap.jax_setup import enable_compilation_cache
+    from mjxgap.rollout import random_rollout
+
+    enable_compilation_cache()
+    _emit(random_rollout(args.robot, args.task, args.num_envs, args.seconds, args.action_std,
+                         args.seed), args.out)
+  elif args.command == "bench" and args.bench_command == "env":
+    from mjxgap.bench import bench_env
+
+    # No persistent compilation cache here: `compile_s` must be a real compile.
+    _emit(bench_env(args.robot, args.task, args.num_envs, args.steps, args.repeats, args.seed),
+          args.out)
+  return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+  logging.basicConfig(level=logging.WARNING, format="mjxgap: %(message)s", stream=sys.stderr)
+  try:
+    code = run(argv)
+  except UserError as e:
+    print(f"mjxgap: error: {e}", file=sys.stderr)
+    code = 2
+  except KeyboardInterrupt:
+    code = 130
+  sys.exit(code)
+
+
+if __name__ == "__main__":
+  main()

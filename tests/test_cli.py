@@ -1,0 +1,92 @@
+"""The command line and the installed package, as a user meets them."""
+
+import json
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from mjxgap.bench import bench_env
+from mjxgap.cli import main
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_wheel_contains_builtin_robot_and_tasks(tmp_path):
+  """`pip install .` (not editable) must carry the robot assets and the tasks."""
+  subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path),
+                  str(REPO)], check=True, capture_output=True)
+  wheel = next(tmp_path.glob("mjxgap-*.whl"))
+  names = set(zipfile.ZipFile(wheel).namelist())
+  for f in ("mjxgap/cli.py", "mjxgap/robot.py", "mjxgap_envs/__init__.py", "mjxgap_envs/stand.py",
+            "mjxgap_envs/walk.py", "mjxgap_envs/assets/mjxgap_humanoid/scene.xml",
+            "mjxgap_envs/assets/mjxgap_humanoid/robot.xml"):
+    assert f in names, f
+  entry = [n for n in names if n.endswith("entry_points.txt")]
+  assert "mjxgap = mjxgap.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+
+
+def test_help_from_another_directory(tmp_path):
+  p = subprocess.run([sys.executable, "-m", "mjxgap", "--help"], capture_output=True, text=True,
+                     cwd=tmp_path)
+  assert p.returncode == 0
+  for command in ("robot", "rollout", "bench"):
+    assert command in p.stdout
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["bench", "env", "--num-envs", "0"], "--num-envs"),
+    (["rollout", "--seconds", "nan"], "--seconds"),
+    (["rollout", "--task", "fly"], "unknown task 'fly'"),
+    (["nonsense"], "invalid choice"),
+])
+def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
+  with pytest.raises(SystemExit) as e:
+    main(argv)
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith("mjxgap: error:") and needle in err[0]
+
+
+def test_robot_command_prints_json(capsys):
+  with pytest.raises(SystemExit) as e:
+    main(["robot", "builtin"])
+  assert e.value.code == 0
+  info = json.loads(capsys.readouterr().out)
+  assert info["nu"] == 12 and len(info["joints"]) == 12 and info["n_substeps"] == 5
+
+
+def test_bench_env_fields():
+  out = bench_env("builtin", "stand", num_envs=4, steps=2, repeats=1)
+  for key in ("env_steps_per_s", "physics_steps_per_s", "raw_physics_steps_per_s", "overhead",
+              "compile_s", "num_envs", "robot", "task"):
+    assert key in out
+  assert out["num_envs"] == 4 and out["robot"] == "mjxgap_humanoid" and out["task"] == "stand"
+  assert out["physics_steps_per_s"] == pytest.approx(out["env_steps_per_s"] * 5, rel=1e-3)
+  assert out["overhead"] == pytest.approx(
+      out["raw_physics_steps_per_s"] / 5 / out["env_steps_per_s"], rel=1e-3)
+  assert out["compile_s"] > 0
+
+
+def test_rollout_writes_summary(tmp_path, capsys):
+  out = tmp_path / "sub" / "rollout.json"
+  with pytest.raises(SystemExit) as e:
+    main(["rollout", "--num-envs", "4", "--seconds", "0.2", "--out", str(out)])
+  assert e.value.code == 0
+  printed = json.loads(capsys.readouterr().out)
+  assert json.loads(out.read_text()) == printed
+  assert printed["control_steps"] == 10 and printed["env_steps"] == 40
+  assert printed["nan_resets"] == 0
+  assert [p.name for p in out.parent.iterdir()] == ["rollout.json"]  # no temporary left
+
+
+def test_unwritable_output_one_line(tmp_path, capsys):
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  with pytest.raises(SystemExit) as e:
+    main(["rollout", "--num-envs", "2", "--seconds", "0.02", "--out", str(blocker / "x.json")])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "cannot write" in err[0]
