@@ -24,14 +24,15 @@ def _time_best(fn, arg, repeats: int) -> float:
 
 
 def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
-              steps: int = 100, repeats: int = 3, seed: int = 0) -> dict:
+              steps: int = 100, repeats: int = 3, seed: int = 0, randomization: str = "none"
+              ) -> dict:
   """Env steps/s of the vmapped, auto-resetting task step and raw physics steps/s.
 
   Both loops run `steps` control steps (`steps * n_substeps` physics steps) as one jitted
   `scan` over `num_envs` worlds, so the ratio isolates what the env adds to bare physics.
   """
   rb = load_robot(robot)
-  env = make_env(task, rb)
+  env = make_env(task, rb, randomization=randomization)
   wrapped = AutoReset(env)
   state = jax.jit(jax.vmap(wrapped.reset))(jax.random.split(jax.random.PRNGKey(seed), num_envs))
   zeros = jnp.zeros((num_envs, env.action_size))
@@ -63,6 +64,7 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
   return {
       "robot": rb.name,
       "task": task,
+      "dr": randomization,
       "num_envs": num_envs,
       "steps": steps,
       "n_substeps": env.n_substeps,
@@ -71,6 +73,8 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
       "raw_physics_steps_per_s": round(raw_sps, 1),
       "overhead": round(raw_sps / env.n_substeps / env_sps, 4),
       "compile_s": round(compile_s, 2),
+      # per-env bytes of the batched model: only the randomized fields are per env
+      "bytes_per_env": sum(x.nbytes for x in jax.tree.leaves(state.info["model"])) // num_envs,
       "device": str(jax.devices()[0].platform),
       "device_count": jax.device_count(),
   }

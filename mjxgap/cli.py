@@ -76,6 +76,8 @@ def _add_robot_task(p: argparse.ArgumentParser) -> None:
   p.add_argument("--robot", default=DEFAULT_ROBOT,
                  help="built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)")
   p.add_argument("--task", default=DEFAULT_TASK, help="task name (default: stand)")
+  p.add_argument("--dr", default="none",
+                 help="physics randomization: none, nominal_dr, wide, or a .json file")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,13 +128,13 @@ def run(argv: list[str] | None = None) -> int:
 
     enable_compilation_cache()
     _emit(random_rollout(args.robot, args.task, args.num_envs, args.seconds, args.action_std,
-                         args.seed), args.out)
+                         args.seed, args.dr), args.out)
   elif args.command == "bench" and args.bench_command == "env":
     from mjxgap.bench import bench_env
 
     # No persistent compilation cache here: `compile_s` must be a real compile.
-    _emit(bench_env(args.robot, args.task, args.num_envs, args.steps, args.repeats, args.seed),
-          args.out)
+    _emit(bench_env(args.robot, args.task, args.num_envs, args.steps, args.repeats, args.seed,
+                    args.dr), args.out)
   return 0
 
 

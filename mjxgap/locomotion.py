@@ -26,6 +26,8 @@ from mjxgap import observations as obs_lib
 from mjxgap import rewards as rew_lib
 from mjxgap._mjx import mjx
 from mjxgap.errors import UserError
+from mjxgap import latency
+from mjxgap.randomization import DomainRandomization, Randomizer
 from mjxgap.robot import Robot
 
 ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action", "command")
@@ -88,8 +90,10 @@ def quat_rotate_inverse(quat: jax.Array, v: jax.Array) -> jax.Array:
 class LocomotionEnv(Env):
   """A floating-base humanoid with position actuators, configured by a `TaskConfig`."""
 
-  def __init__(self, robot: Robot, config: TaskConfig):
+  def __init__(self, robot: Robot, config: TaskConfig,
+               randomization: DomainRandomization = DomainRandomization()):
     config.validate()
+    randomization.validate()
     if abs(config.ctrl_dt - robot.ctrl_dt) > 1e-12:
       robot = dataclasses.replace(robot, ctrl_dt=config.ctrl_dt)
     if robot.n_substeps < 1 or abs(robot.n_substeps * robot.sim_dt - config.ctrl_dt) > 1e-9:
@@ -123,6 +127,33 @@ class LocomotionEnv(Env):
     self._command_lo = jnp.asarray([r[0] for r in config.command_ranges], jnp.float32)
     self._command_hi = jnp.asarray([r[1] for r in config.command_ranges], jnp.float32)
     self._resample_steps = int(round(config.command_resample_s / config.ctrl_dt))
+    self._init_randomization(randomization)
+
+  def _init_randomization(self, dr: DomainRandomization) -> None:
+    """Static sizes and scales of per-episode physics, latency, noise and pushes."""
+    self.dr = dr
+    self.randomizer = Randomizer(self.robot, dr.params)
+    sim_ms = self.robot.sim_dt * 1000.0
+    max_act = int(round((dr.action_delay_ms[1] + dr.delay_jitter_ms) / sim_ms))
+    max_obs = int(round((dr.obs_delay_ms[1] + dr.delay_jitter_ms) / sim_ms))
+    self._target_history = latency.history_length(max_act, self.n_substeps)
+    self._state_history = max_obs + 1 if max_obs > 0 else 0
+    self._delays_on = max_act > 0 or max_obs > 0
+    self.critic_obs = self.config.critic_obs + (
+        ("physics",) if self.randomizer.params or self._delays_on else ())
+    self._push_steps = (max(1, int(round(dr.push_interval_s[0] / self.config.ctrl_dt))),
+                        max(1, int(round(dr.push_interval_s[1] / self.config.ctrl_dt))))
+    self._noise_scale = None
+    layout = {t["name"]: t["size"] for t in self.observation_layout("actor")}
+    scale = []
+    noise = dict(dr.obs_noise)
+    for t in noise:
+      if t not in layout:
+        raise UserError(f"randomization: obs_noise names {t!r}, which is not an actor "
+                        f"observation term ({', '.join(layout)})")
+    for t, size in layout.items():
+      scale += [noise.get(t, 0.0)] * size
+    self._noise_scale = jnp.asarray(scale, jnp.float32) if any(scale) else None
 
   # --- Brax Env interface -------------------------------------------------------------------
 
@@ -144,7 +175,13 @@ class LocomotionEnv(Env):
     return self.config.ctrl_dt
 
   def reset(self, rng: jax.Array) -> State:
-    rng, k_noise, k_cmd = jax.random.split(rng, 3)
+    rng, k_noise, k_cmd, k_dr, k_lat, k_push = jax.random.split(rng, 6)
+    draws = self.randomizer.sample(k_dr)
+    pose_offset = self.randomizer.default_pose_offset(draws)
+    delays = jax.random.uniform(k_lat, (2,), minval=jnp.array([self.dr.action_delay_ms[0],
+                                                               self.dr.obs_delay_ms[0]]),
+                                maxval=jnp.array([self.dr.action_delay_ms[1],
+                                                  self.dr.obs_delay_ms[1]]))
     noise = self.config.init_joint_noise_rad
     qpos = self._default_qpos.at[self._qpos_adr].add(
         jax.random.uniform(k_noise, (self.robot.nu,), minval=-noise, maxval=noise))
@@ -162,19 +199,42 @@ class LocomotionEnv(Env):
         "feet_air_time": jnp.zeros(self.n_feet),
         "episode_metrics": {k: jnp.zeros(()) for k in self._episode_metric_names()},
         "truncation": jnp.zeros(()),
+        # this episode's physics: raw draws, and the only mjx.Model fields that differ
+        "dr": draws,
+        "model": self.randomizer.model_fields(self.mjx_model, draws),
+        "default_pose_offset": pose_offset,
+        # latency (ms, this episode) and what it needs: targets per control period, newest
+        # first; robot states (qpos, qvel) per physics step, newest first
+        "action_delay_ms": delays[0],
+        "obs_delay_ms": delays[1],
+        "target_history": jnp.tile(self._default_joint_pos + pose_offset,
+                                   (self._target_history, 1)),
+        "state_history": jnp.tile(jnp.concatenate([qpos, data.qvel]), (self._state_history, 1)),
+        "push_countdown": self._draw_push_countdown(k_push),
+        "push_velocity": jnp.zeros(2),
     }
     q = self._quantities(data, zeros_u, info, feet_down, no_feet, jnp.zeros(self.n_feet))
     metrics = {f"reward/{k}": jnp.zeros(()) for k in self._reward_names}
     metrics |= {"nan": jnp.zeros(()), "fell": jnp.zeros(())}
-    return State(pipeline_state=data, obs=self._observe(q), reward=jnp.zeros(()),
+    obs = self._observe(q, q, jax.random.fold_in(k_noise, 1))
+    return State(pipeline_state=data, obs=obs, reward=jnp.zeros(()),
                  done=jnp.zeros(()), metrics=metrics, info=info)
 
   def step(self, state: State, action: jax.Array) -> State:
-    cfg, info = self.config, state.info
+    cfg, info, dr = self.config, state.info, self.dr
+    rng, k_cmd, k_jitter, k_noise, k_push = jax.random.split(info["rng"], 5)
     data0 = state.pipeline_state
-    target = self._default_joint_pos + cfg.action_scale_rad * action
-    data = self.simulate(self.mjx_model, data0, jnp.broadcast_to(target, (self.n_substeps,
-                                                                          self.robot.nu)))
+    if dr.pushes:
+      data0, info = self._push(data0, info, k_push)
+    target = self._default_joint_pos + info["default_pose_offset"] + cfg.action_scale_rad * action
+    history = latency.push(info["target_history"], target)
+    jitter = jax.random.uniform(k_jitter, (2,), minval=-dr.delay_jitter_ms,
+                                maxval=dr.delay_jitter_ms)
+    act_delay = latency.ms_to_steps(jnp.maximum(info["action_delay_ms"] + jitter[0], 0.0),
+                                    self.robot.sim_dt)
+    targets = latency.substep_targets(history, act_delay, self.n_substeps)
+    model = self.mjx_model.replace(**info["model"]) if info["model"] else self.mjx_model
+    data, states = self.simulate(model, data0, targets, record=self._state_history > 0)
     finite = jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))
     data = jax.tree.map(lambda new, old: jnp.where(finite, new, old), data, data0)
 
@@ -189,7 +249,6 @@ class LocomotionEnv(Env):
     step = info["step"] + 1
     truncated = step >= self.episode_steps
     done = q.fell | ~finite | truncated
-    rng, k_cmd = jax.random.split(info["rng"])
     command = info["command"]
     if self._resample_steps > 0:
       resample = step % self._resample_steps == 0
@@ -210,23 +269,55 @@ class LocomotionEnv(Env):
         "feet_air_time": jnp.where(contact, 0.0, air_time),
         "episode_metrics": sums,
         "truncation": (truncated & ~q.fell & finite).astype(jnp.float32),
+        "target_history": history,
     }
+    q_actor = q
+    if self._state_history:  # the actor sees the robot as it was obs_delay ms ago
+      states = jnp.where(finite, states, jnp.concatenate([data.qpos, data.qvel]))
+      info["state_history"] = latency.push(info["state_history"], states[::-1])
+      obs_delay = latency.ms_to_steps(jnp.maximum(info["obs_delay_ms"] + jitter[1], 0.0),
+                                      self.robot.sim_dt)
+      old = info["state_history"][jnp.clip(obs_delay, 0, self._state_history - 1)]
+      nq = data.qpos.shape[0]
+      q_actor = self._quantities(data.replace(qpos=old[:nq], qvel=old[nq:]), action, info,
+                                 contact, first_contact, air_time)
     metrics = {f"reward/{k}": jnp.where(finite, v, 0.0) for k, v in terms.items()}
     metrics |= {"nan": (~finite).astype(jnp.float32), "fell": q.fell.astype(jnp.float32)}
     # The policy sees the action it just sent as its "last action".
-    return state.replace(pipeline_state=data, obs=self._observe(q._replace(last_action=action)),
-                         reward=reward,
+    obs = self._observe(q_actor._replace(last_action=action), q._replace(last_action=action),
+                        k_noise)
+    return state.replace(pipeline_state=data, obs=obs, reward=reward,
                          done=done.astype(jnp.float32), metrics=metrics, info=info)
 
   # --- pieces ------------------------------------------------------------------------------
 
-  def simulate(self, model, data, targets: jax.Array):
-    """Advances physics by one control period; `targets[i]` is the actuator target at substep i."""
+  def simulate(self, model, data, targets: jax.Array, record: bool = False):
+    """Advances physics by one control period; `targets[i]` is the actuator target at substep i.
+
+    Returns the final data and, if `record`, each substep's (qpos, qvel) [n_substeps, nq + nv].
+    """
 
     def substep(d, target):
-      return mjx.step(model, d.replace(ctrl=target)), None
+      d = mjx.step(model, d.replace(ctrl=target))
+      return d, (jnp.concatenate([d.qpos, d.qvel]) if record else None)
 
-    return jax.lax.scan(substep, data, targets)[0]
+    return jax.lax.scan(substep, data, targets)
+
+  def _draw_push_countdown(self, key) -> jax.Array:
+    """Control steps until the next push, uniform over `push_interval_s`."""
+    return jax.random.randint(key, (), self._push_steps[0], self._push_steps[1] + 1)
+
+  def _push(self, data, info, key):
+    """A base velocity kick when the countdown runs out; then a new countdown."""
+    k_mag, k_dir, k_next = jax.random.split(key, 3)
+    due = info["push_countdown"] <= 1
+    speed = jax.random.uniform(k_mag, minval=self.dr.push_velocity_mps[0],
+                               maxval=self.dr.push_velocity_mps[1])
+    angle = jax.random.uniform(k_dir, maxval=2 * jnp.pi)
+    kick = jnp.where(due, speed, 0.0) * jnp.array([jnp.cos(angle), jnp.sin(angle)])
+    data = data.replace(qvel=data.qvel.at[0:2].add(kick))
+    countdown = jnp.where(due, self._draw_push_countdown(k_next), info["push_countdown"] - 1)
+    return data, {**info, "push_countdown": countdown, "push_velocity": kick}
 
   def feet_contact(self, data) -> jax.Array:
     """bool [nfeet]: any contact of that foot's geoms within `contact_threshold_m`."""
@@ -267,15 +358,33 @@ class LocomotionEnv(Env):
         fell=fell,
         default_base_height=jnp.asarray(self.default_height),
         tracking_sigma=jnp.asarray(cfg.tracking_sigma),
+        physics=self._physics_block(info),
     )
 
-  def _observe(self, q: rew_lib.StepQuantities) -> dict[str, jax.Array]:
-    return {"state": obs_lib.observe(self.config.actor_obs, q),
-            "privileged_state": obs_lib.observe(self.config.critic_obs, q)}
+  def _physics_block(self, info) -> jax.Array:
+    """Randomized physics draws and this episode's delays, each mapped to [-1, 1]."""
+    parts = [self.randomizer.normalized(info["dr"])]
+    if self._delays_on:
+      for key, (lo, hi) in (("action_delay_ms", self.dr.action_delay_ms),
+                            ("obs_delay_ms", self.dr.obs_delay_ms)):
+        half = (hi - lo) / 2
+        parts.append(((info[key] - (lo + hi) / 2) / half if half > 0 else 0.0 * info[key])[None])
+    return jnp.concatenate(parts)
+
+  def _observe(self, actor_q, critic_q, key) -> dict[str, jax.Array]:
+    """Actor: possibly delayed and noisy; critic: the true current state."""
+    actor = obs_lib.observe(self.config.actor_obs, actor_q)
+    if self._noise_scale is not None:
+      if self.dr.obs_noise_distribution == "gaussian":
+        unit = jax.random.normal(key, actor.shape)
+      else:
+        unit = jax.random.uniform(key, actor.shape, minval=-1.0, maxval=1.0)
+      actor = actor + self._noise_scale * unit
+    return {"state": actor, "privileged_state": obs_lib.observe(self.critic_obs, critic_q)}
 
   def observation_layout(self, which: str = "actor") -> list[dict]:
     """Name, size, unit and description of each term of the actor (or critic) observation."""
-    terms = self.config.actor_obs if which == "actor" else self.config.critic_obs
+    terms = self.config.actor_obs if which == "actor" else self.critic_obs
     q = jax.eval_shape(lambda k: self._quantities(
         self._data0, jnp.zeros(self.robot.nu), self.reset(k).info,
         jnp.zeros(self.n_feet, bool), jnp.zeros(self.n_feet, bool), jnp.zeros(self.n_feet)),

@@ -41,6 +41,9 @@ OBSERVATION_TERMS: dict[str, ObservationTerm] = {
                                    "base height above the floor (privileged)"),
     "feet_contact": ObservationTerm(lambda q: q.feet_contact.astype(jnp.float32), "1",
                                     "1 where a foot touches the floor (privileged)"),
+    "physics": ObservationTerm(lambda q: q.physics, "1",
+                               "randomized physics draws mapped to [-1, 1] over their ranges "
+                               "(privileged; added to the critic when randomization is on)"),
 }
 
 

@@ -32,6 +32,7 @@ class StepQuantities(NamedTuple):
   fell: jax.Array  # bool
   default_base_height: jax.Array  # m
   tracking_sigma: jax.Array  # (m/s)^2 or (rad/s)^2, width of the tracking kernels
+  physics: jax.Array  # randomized physics draws, each mapped to [-1, 1] over its range
 
 
 RewardTerm = Callable[[StepQuantities], jax.Array]

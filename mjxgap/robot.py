@@ -122,7 +122,8 @@ def resolve_robot_path(robot: str) -> tuple[str, pathlib.Path]:
     path = pathlib.Path(robot).expanduser()
     if not path.is_file():
       raise UserError(f"robot file {robot}: no such file")
-    return path.stem, path
+    # "scene*.xml" files are named after their folder (e.g. g1/scene_mjx_feetonly.xml -> g1)
+    return (path.resolve().parent.name if path.stem.startswith("scene") else path.stem), path
   import mujoco_menagerie
 
   if robot in mujoco_menagerie.names():

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from mjxgap.errors import UserError
 from mjxgap.locomotion import LocomotionEnv, TaskConfig
+from mjxgap.randomization import DomainRandomization, preset
 from mjxgap.robot import Robot
 
 
@@ -33,5 +34,8 @@ def task_config(task: str, overrides: Mapping[str, Any] | None = None) -> TaskCo
   return config
 
 
-def make_env(task: str, robot: Robot, overrides: Mapping[str, Any] | None = None) -> LocomotionEnv:
-  return LocomotionEnv(robot, task_config(task, overrides))
+def make_env(task: str, robot: Robot, overrides: Mapping[str, Any] | None = None,
+             randomization: str | DomainRandomization = "none") -> LocomotionEnv:
+  """The task's env; `randomization` is a preset name, a .json file, or a DomainRandomization."""
+  dr = preset(randomization) if isinstance(randomization, str) else randomization
+  return LocomotionEnv(robot, task_config(task, overrides), dr)

@@ -220,6 +220,8 @@ def test_stand_terminates_when_torso_dropped_or_tipped(env, fns):
   np.testing.assert_array_equal(out.info["truncation"], [0, 0])
   ok = fns["step"](_pair(fns), jnp.zeros((2, env.action_size)))
   np.testing.assert_array_equal(ok.done, [0, 0])
+  # one control step is n_substeps physics steps: 5 x 0.004 s
+  np.testing.assert_allclose(ok.pipeline_state.time, [0.02, 0.02], rtol=1e-6)
 
 
 def test_nan_env_resets_and_leaves_others_bit_identical(env, fns):

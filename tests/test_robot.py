@@ -63,6 +63,7 @@ def test_builtin_feet_touch_floor_at_keyframe(builtin_robot):
 def test_shared_robots_load_without_meshes(path, nq, nu, caplog):
   r = load_robot(str(path))
   assert r.mj_model.nq == nq and r.nu == nu
+  assert r.name == path.parent.name  # "scene*.xml" takes its folder's name
   assert len(r.feet_body_ids) == 2 and r.keyframe == "home"
   assert r.dropped_meshes and "dropped" in caplog.text
 

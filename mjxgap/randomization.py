@@ -1,0 +1,403 @@
+"""Declarative per-environment physics randomization, sampled inside jit at every reset.
+
+A spec is a tuple of `ParamSpec`s: which physical quantity (`kind`), which elements of the robot
+(`targets`, fnmatch patterns on MuJoCo names), the range, the distribution and how the sample
+applies to the nominal value (`scale`, `add`, `set`). `Randomizer` turns a spec into pure
+functions: `sample(key) -> values` (one array per parameter, one entry per targeted element)
+and `model_fields(values) -> {mjx.Model field: array}` holding only the fields that change,
+which the env keeps in its state so only they are batched under `vmap`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from typing import Mapping
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from mjxgap.errors import UserError
+from mjxgap.robot import Robot
+
+DISTRIBUTIONS = ("uniform", "loguniform")
+OPERATIONS = ("scale", "add", "set")
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamSpec:
+  """One randomized quantity. Units: kg, m, N m/rad, N m s/rad, kg m^2, N m, rad, or a factor."""
+
+  name: str
+  kind: str
+  low: float
+  high: float
+  distribution: str = "uniform"
+  operation: str = "scale"
+  targets: tuple[str, ...] = ("*",)
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainRandomization:
+  """Everything that makes each environment's world differ, resampled every episode.
+
+  Delays in ms (uniform per episode, plus uniform per-step jitter of +-`delay_jitter_ms`);
+  `obs_noise` maps actor observation terms to a noise scale in the term's unit (half-width for
+  uniform, standard deviation for gaussian); pushes are base velocity kicks of a uniform
+  magnitude in `push_velocity_mps`, every uniform interval in `push_interval_s`.
+  """
+
+  params: tuple[ParamSpec, ...] = ()
+  action_delay_ms: tuple[float, float] = (0.0, 0.0)
+  obs_delay_ms: tuple[float, float] = (0.0, 0.0)
+  delay_jitter_ms: float = 0.0
+  obs_noise: tuple[tuple[str, float], ...] = ()
+  obs_noise_distribution: str = "uniform"
+  push_velocity_mps: tuple[float, float] = (0.0, 0.0)
+  push_interval_s: tuple[float, float] = (5.0, 15.0)
+
+  def validate(self) -> None:
+    for field in ("action_delay_ms", "obs_delay_ms", "push_velocity_mps", "push_interval_s"):
+      lo, hi = getattr(self, field)
+      if not (np.isfinite(lo) and np.isfinite(hi)) or lo < 0 or lo > hi:
+        raise UserError(f"randomization: {field} must be (low, high) with 0 <= low <= high, "
+                        f"got {(lo, hi)}")
+    if self.push_velocity_mps[1] > 0 and self.push_interval_s[0] <= 0:
+      raise UserError("randomization: push_interval_s low must be > 0 when pushes are on")
+    if not (np.isfinite(self.delay_jitter_ms) and self.delay_jitter_ms >= 0):
+      raise UserError(f"randomization: delay_jitter_ms must be >= 0, got {self.delay_jitter_ms}")
+    if self.obs_noise_distribution not in ("uniform", "gaussian"):
+      raise UserError("randomization: obs_noise_distribution must be 'uniform' or 'gaussian'")
+    for term, scale in self.obs_noise:
+      if not (np.isfinite(scale) and scale >= 0):
+        raise UserError(f"randomization: obs_noise of {term!r} must be >= 0, got {scale}")
+
+  @property
+  def pushes(self) -> bool:
+    return self.push_velocity_mps[1] > 0
+
+
+NOMINAL_NOISE = (("gyro", 0.2), ("projected_gravity", 0.05), ("joint_pos", 0.01),
+                 ("joint_vel", 1.5))
+
+
+# kind -> (element type, default targets, what the value means)
+KINDS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "friction": ("contact_geom", ("*",), "sliding friction of floor and feet geoms"),
+    "link_mass": ("body", ("*",), "mass of each robot body (inertia scaled alike)"),
+    "added_mass": ("body", ("<base>",), "mass added to the base body, kg"),
+    "com_offset": ("body", ("<base>",), "centre-of-mass offset of the base, m, per axis"),
+    "armature": ("joint", ("*",), "rotor armature of actuated joints, kg m^2"),
+    "damping": ("joint", ("*",), "viscous damping of actuated joints, N m s/rad"),
+    "frictionloss": ("joint", ("*",), "dry friction of actuated joints, N m"),
+    "kp": ("actuator", ("*",), "position gain, N m/rad (gain and bias kept consistent)"),
+    "kd": ("actuator", ("*",), "velocity gain, N m s/rad"),
+    "motor_strength": ("actuator", ("*",), "torque limit of each actuator"),
+    "default_pose": ("actuator", ("*",), "offset of the default joint pose, rad"),
+}
+
+
+def nominal_dr() -> tuple[ParamSpec, ...]:
+  """Ranges of published humanoid stacks (FIELD_NOTES: Playground, Humanoid-Gym, Isaac Lab)."""
+  return (
+      ParamSpec("friction", "friction", 0.4, 1.0, operation="set"),
+      ParamSpec("link_mass", "link_mass", 0.9, 1.1),
+      ParamSpec("torso_added_mass", "added_mass", -1.0, 1.0, operation="add"),
+      ParamSpec("torso_com", "com_offset", -0.02, 0.02, operation="add"),
+      ParamSpec("armature", "armature", 1.0, 1.05),
+      ParamSpec("damping", "damping", 0.5, 2.0, distribution="loguniform"),
+      ParamSpec("frictionloss", "frictionloss", 0.5, 2.0, distribution="loguniform"),
+      ParamSpec("kp", "kp", 0.9, 1.1),
+      ParamSpec("kd", "kd", 0.9, 1.1),
+      ParamSpec("motor_strength", "motor_strength", 0.9, 1.1),
+      ParamSpec("default_pose", "default_pose", -0.02, 0.02, operation="add"),
+  )
+
+
+def wide_dr() -> tuple[ParamSpec, ...]:
+  """The widest ranges seen in published stacks."""
+  return (
+      ParamSpec("friction", "friction", 0.1, 2.0, operation="set", distribution="loguniform"),
+      ParamSpec("link_mass", "link_mass", 0.8, 1.2),
+      ParamSpec("torso_added_mass", "added_mass", -3.0, 5.0, operation="add"),
+      ParamSpec("torso_com", "com_offset", -0.08, 0.08, operation="add"),
+      ParamSpec("armature", "armature", 1.0, 1.2),
+      ParamSpec("damping", "damping", 0.3, 3.0, distribution="loguniform"),
+      ParamSpec("frictionloss", "frictionloss", 0.3, 3.0, distribution="loguniform"),
+      ParamSpec("kp", "kp", 0.75, 1.25),
+      ParamSpec("kd", "kd", 0.75, 1.25),
+      ParamSpec("motor_strength", "motor_strength", 0.8, 1.2),
+      ParamSpec("default_pose", "default_pose", -0.05, 0.05, operation="add"),
+  )
+
+
+PRESETS = {
+    "none": lambda: DomainRandomization(),
+    "physics": lambda: DomainRandomization(params=nominal_dr()),
+    "nominal_dr": lambda: DomainRandomization(
+        params=nominal_dr(), action_delay_ms=(0.0, 20.0), obs_delay_ms=(0.0, 8.0),
+        delay_jitter_ms=2.0, obs_noise=NOMINAL_NOISE, push_velocity_mps=(0.1, 1.0),
+        push_interval_s=(5.0, 15.0)),
+    "wide": lambda: DomainRandomization(
+        params=wide_dr(), action_delay_ms=(0.0, 40.0), obs_delay_ms=(0.0, 20.0),
+        delay_jitter_ms=4.0, obs_noise=tuple((k, 1.5 * v) for k, v in NOMINAL_NOISE),
+        push_velocity_mps=(0.1, 2.0), push_interval_s=(5.0, 15.0)),
+}
+
+
+def preset(name: str) -> DomainRandomization:
+  """A preset by name, or a JSON file (an object of `DomainRandomization` fields)."""
+  if name in PRESETS:
+    return PRESETS[name]()
+  if not name.endswith(".json"):
+    raise UserError(f"unknown randomization {name!r}; expected a preset ({', '.join(PRESETS)}) "
+                    "or a .json file with a list of parameters")
+  return load_spec(name)
+
+
+def load_spec(path: str) -> DomainRandomization:
+  """Reads a JSON object of `DomainRandomization` fields; `params` is a list of
+  {"name", "kind", "low", "high", ...} objects. Checks every field."""
+  import json
+
+  try:
+    with open(path) as f:
+      raw = json.load(f)
+  except FileNotFoundError:
+    raise UserError(f"randomization file {path}: no such file") from None
+  except json.JSONDecodeError as e:
+    raise UserError(f"randomization file {path}: not valid JSON (line {e.lineno}): {e.msg}") from None
+  if not isinstance(raw, dict):
+    raise UserError(f"randomization file {path}: expected a JSON object")
+  top = {f.name for f in dataclasses.fields(DomainRandomization)}
+  unknown = sorted(set(raw) - top)
+  if unknown:
+    raise UserError(f"randomization file {path}: unknown field {unknown[0]!r}")
+  kwargs = {}
+  for key, value in raw.items():
+    if key == "params":
+      continue
+    if key in ("obs_noise_distribution",):
+      kwargs[key] = value
+    elif key == "obs_noise":
+      if not isinstance(value, dict) or not all(_is_number(v) for v in value.values()):
+        raise UserError(f"randomization file {path}: obs_noise must map term names to numbers")
+      kwargs[key] = tuple((k, float(v)) for k, v in value.items())
+    elif key == "delay_jitter_ms":
+      if not _is_number(value):
+        raise UserError(f"randomization file {path}: {key} must be a number, got {value!r}")
+      kwargs[key] = float(value)
+    else:
+      if not (isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))):
+        raise UserError(f"randomization file {path}: {key} must be [low, high], got {value!r}")
+      kwargs[key] = (float(value[0]), float(value[1]))
+  params = raw.get("params", [])
+  if not isinstance(params, list):
+    raise UserError(f"randomization file {path}: params must be a list")
+  dr = DomainRandomization(params=_load_params(path, params), **kwargs)
+  dr.validate()
+  return dr
+
+
+def _is_number(v) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _load_params(path: str, raw: list) -> tuple[ParamSpec, ...]:
+  fields = {f.name for f in dataclasses.fields(ParamSpec)}
+  out = []
+  for i, item in enumerate(raw):
+    where = f"randomization file {path}, params[{i}]"
+    if not isinstance(item, dict):
+      raise UserError(f"{where}: expected an object")
+    missing = sorted({"name", "kind", "low", "high"} - set(item))
+    unknown = sorted(set(item) - fields)
+    if missing or unknown:
+      raise UserError(f"{where}: " + (f"missing field {missing[0]!r}" if missing
+                                      else f"unknown field {unknown[0]!r}"))
+    for key in ("low", "high"):
+      if not _is_number(item[key]):
+        raise UserError(f"{where}: field {key!r} must be a number, got {item[key]!r}")
+    targets = item.get("targets", ["*"])
+    if isinstance(targets, str) or not all(isinstance(t, str) for t in targets):
+      raise UserError(f"{where}: field 'targets' must be a list of name patterns")
+    out.append(ParamSpec(**{**item, "targets": tuple(targets)}))
+  for spec in out:
+    _check(spec)
+  return tuple(out)
+
+
+def _names(m: mujoco.MjModel, obj, ids) -> list[str]:
+  return [mujoco.mj_id2name(m, obj, int(i)) or f"#{int(i)}" for i in ids]
+
+
+def _elements(robot: Robot, element: str) -> tuple[np.ndarray, list[str]]:
+  """Candidate element ids of a type, and their names, in a fixed order."""
+  m = robot.mj_model
+  if element == "contact_geom":
+    ids = np.array(sorted(set(robot.feet_geom_ids) | set(robot.floor_geom_ids)))
+    return ids, _names(m, mujoco.mjtObj.mjOBJ_GEOM, ids)
+  if element == "body":
+    ids = np.array([b for b in range(1, m.nbody) if m.body_mass[b] > 0])
+    return ids, _names(m, mujoco.mjtObj.mjOBJ_BODY, ids)
+  if element == "joint":
+    ids = m.actuator_trnid[:, 0]
+    return ids, list(robot.joint_names)
+  ids = np.arange(robot.nu)
+  return ids, list(robot.actuator_names)
+
+
+def _check(spec: ParamSpec) -> None:
+  where = f"randomization parameter {spec.name!r}"
+  if spec.kind not in KINDS:
+    raise UserError(f"{where}: unknown kind {spec.kind!r}; expected one of: {', '.join(KINDS)}")
+  for f in ("low", "high"):
+    v = getattr(spec, f)
+    if not isinstance(v, (int, float)) or not np.isfinite(v):
+      raise UserError(f"{where}: {f} must be a finite number, got {v!r}")
+  if spec.low > spec.high:
+    raise UserError(f"{where}: low {spec.low} > high {spec.high}")
+  if spec.distribution not in DISTRIBUTIONS:
+    raise UserError(f"{where}: distribution must be one of {DISTRIBUTIONS}, got "
+                    f"{spec.distribution!r}")
+  if spec.distribution == "loguniform" and spec.low <= 0:
+    raise UserError(f"{where}: a loguniform range needs low > 0, got {spec.low}")
+  if spec.operation not in OPERATIONS:
+    raise UserError(f"{where}: operation must be one of {OPERATIONS}, got {spec.operation!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Resolved:
+  spec: ParamSpec
+  element: str
+  ids: np.ndarray  # element ids in the model
+  nominal: np.ndarray  # nominal values, [n] or [n, 3] for com_offset
+
+
+class Randomizer:
+  """Samples a spec per environment and turns samples into model fields. Pure, vmappable."""
+
+  def __init__(self, robot: Robot, spec: tuple[ParamSpec, ...]):
+    self.robot = robot
+    seen = set()
+    self.params: list[_Resolved] = []
+    m = robot.mj_model
+    for s in spec:
+      _check(s)
+      if s.name in seen:
+        raise UserError(f"randomization parameter {s.name!r} appears twice")
+      seen.add(s.name)
+      element, default_targets, _ = KINDS[s.kind]
+      ids, names = _elements(robot, element)
+      base_name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, robot.base_body_id)
+      patterns = [base_name if p == "<base>" else p
+                  for p in (default_targets if s.targets == ("*",) else s.targets)]
+      keep = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+      for p in patterns:
+        if not any(fnmatch.fnmatchcase(n, p) for n in names):
+          raise UserError(f"randomization parameter {s.name!r}: target {p!r} matches no "
+                          f"{element.replace('_', ' ')} (have: {', '.join(names)})")
+      ids = ids[keep]
+      self.params.append(_Resolved(s, element, ids, self._nominal(s.kind, ids)))
+
+  def _nominal(self, kind: str, ids: np.ndarray) -> np.ndarray:
+    m, r = self.robot.mj_model, self.robot
+    dof = lambda j: m.jnt_dofadr[j]
+    return {
+        "friction": lambda: m.geom_friction[ids, 0],
+        "link_mass": lambda: m.body_mass[ids],
+        "added_mass": lambda: m.body_mass[ids],
+        "com_offset": lambda: m.body_ipos[ids],
+        "armature": lambda: m.dof_armature[dof(ids)],
+        "damping": lambda: m.dof_damping[dof(ids)],
+        "frictionloss": lambda: m.dof_frictionloss[dof(ids)],
+        "kp": lambda: r.kp[ids],
+        "kd": lambda: r.kd[ids],
+        "motor_strength": lambda: r.torque_limit[ids],
+        "default_pose": lambda: r.default_joint_pos[ids],
+    }[kind]().astype(np.float32).copy()
+
+  @property
+  def names(self) -> tuple[str, ...]:
+    return tuple(p.spec.name for p in self.params)
+
+  def sample(self, key: jax.Array) -> dict[str, jax.Array]:
+    """Raw draws from each parameter's range (before applying), one per element."""
+    out = {}
+    for p, k in zip(self.params, jax.random.split(key, max(len(self.params), 1))):
+      shape = p.nominal.shape
+      lo, hi = p.spec.low, p.spec.high
+      if p.spec.distribution == "loguniform":
+        u = jax.random.uniform(k, shape, minval=np.log(lo), maxval=np.log(hi))
+        out[p.spec.name] = jnp.exp(u)
+      else:
+        out[p.spec.name] = jax.random.uniform(k, shape, minval=lo, maxval=hi)
+    return out
+
+  def model_fields(self, model, draws: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+    """Only the `mjx.Model` fields that this spec changes, with the draws applied.
+
+    Parameters apply in spec order, each to the value the previous ones left (so a link-mass
+    scale and a torso added mass compose). Kp is written to the gain and, negated, the bias.
+    """
+    m = self.robot.mj_model
+    fields: dict[str, jax.Array] = {}
+    get = lambda name: fields[name] if name in fields else getattr(model, name)
+    for p in self.params:
+      d, ids, kind, op = draws[p.spec.name], p.ids, p.spec.kind, p.spec.operation
+      apply = lambda cur: cur * d if op == "scale" else cur + d if op == "add" else d + 0 * cur
+      if kind == "friction":
+        fields["geom_friction"] = get("geom_friction").at[ids, 0].set(
+            apply(get("geom_friction")[ids, 0]))
+      elif kind in ("link_mass", "added_mass"):
+        old = get("body_mass")[ids]
+        new = apply(old)
+        fields["body_mass"] = get("body_mass").at[ids].set(new)
+        fields["body_inertia"] = get("body_inertia").at[ids].multiply((new / old)[:, None])
+      elif kind == "com_offset":
+        fields["body_ipos"] = get("body_ipos").at[ids].set(apply(get("body_ipos")[ids]))
+      elif kind in ("armature", "damping", "frictionloss"):
+        name = f"dof_{kind}"
+        dofs = m.jnt_dofadr[ids]
+        fields[name] = get(name).at[dofs].set(apply(get(name)[dofs]))
+      elif kind == "kp":
+        kp = apply(get("actuator_gainprm")[ids, 0])
+        fields["actuator_gainprm"] = get("actuator_gainprm").at[ids, 0].set(kp)
+        fields["actuator_biasprm"] = get("actuator_biasprm").at[ids, 1].set(-kp)
+      elif kind == "kd":
+        kd = apply(-get("actuator_biasprm")[ids, 2])
+        fields["actuator_biasprm"] = get("actuator_biasprm").at[ids, 2].set(-kd)
+      elif kind == "motor_strength":
+        # MuJoCo clamps by the actuator's forcerange and by its joint's actuatorfrcrange
+        finite = np.isfinite(self.robot.torque_limit[ids])
+        limit = jnp.asarray(np.where(finite, self.robot.torque_limit[ids], 1.0), jnp.float32)
+        factor = jnp.where(finite, apply(limit) / limit, 1.0)
+        fields["actuator_forcerange"] = get("actuator_forcerange").at[ids].multiply(
+            factor[:, None])
+        jnts = m.actuator_trnid[ids, 0]
+        fields["jnt_actfrcrange"] = get("jnt_actfrcrange").at[jnts].multiply(factor[:, None])
+    return fields
+
+  def normalized(self, draws: Mapping[str, jax.Array]) -> jax.Array:
+    """All draws flattened, each mapped to [-1, 1] over its range (log scale for loguniform)."""
+    parts = [jnp.zeros((0,))]
+    for p in self.params:
+      d, lo, hi = draws[p.spec.name], p.spec.low, p.spec.high
+      if p.spec.distribution == "loguniform":
+        d, lo, hi = jnp.log(d), np.log(lo), np.log(hi)
+      half = (hi - lo) / 2
+      parts.append(jnp.ravel((d - (lo + hi) / 2) / half if half > 0 else jnp.zeros_like(d)))
+    return jnp.concatenate(parts)
+
+  def default_pose_offset(self, draws: Mapping[str, jax.Array]) -> jax.Array:
+    """rad [nu]: added to the default joint pose that actions are offsets from."""
+    pose = jnp.asarray(self.robot.default_joint_pos, jnp.float32)
+    new = pose
+    for p in self.params:
+      if p.spec.kind == "default_pose":
+        d, op = draws[p.spec.name], p.spec.operation
+        cur = new[p.ids]
+        new = new.at[p.ids].set(cur * d if op == "scale" else cur + d if op == "add" else d)
+    return new - pose

@@ -1,0 +1,209 @@
+"""Per-environment physics randomization, checked against numpy and raw MJX/MuJoCo."""
+
+import copy
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+from scipy import stats
+
+from mjxgap._mjx import mjx
+from mjxgap.errors import UserError
+from mjxgap.randomization import ParamSpec, Randomizer, nominal_dr, wide_dr
+from mjxgap.tasks import make_env
+from mjxgap.wrappers import AutoReset
+
+N = 8
+
+
+@pytest.fixture(scope="module")
+def dr_env(builtin_robot):
+  return make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization="wide")
+
+
+@pytest.fixture(scope="module")
+def dr_states(dr_env):
+  reset = jax.jit(jax.vmap(dr_env.reset))
+  step = jax.jit(jax.vmap(AutoReset(dr_env).step))
+  s0 = reset(jax.random.split(jax.random.PRNGKey(11), N))
+  s1 = step(s0, jnp.zeros((N, dr_env.action_size)))
+  return dr_env, s0, s1, step
+
+
+def _numpy_model(robot, spec, draws_i):
+  """A MjModel with env i's draws written in by hand (numpy, raw MuJoCo field names)."""
+  m = copy.copy(robot.mj_model)
+  rz = Randomizer(robot, spec)
+  offset = np.zeros(robot.nu)
+  for p in rz.params:
+    d = np.asarray(draws_i[p.spec.name], np.float64)
+    op = p.spec.operation
+    apply = lambda nominal: nominal * d if op == "scale" else nominal + d if op == "add" else d
+    ids = p.ids
+    if p.spec.kind == "friction":
+      m.geom_friction[ids, 0] = apply(m.geom_friction[ids, 0])
+    elif p.spec.kind in ("link_mass", "added_mass"):
+      new = apply(m.body_mass[ids])
+      m.body_inertia[ids] *= (new / m.body_mass[ids])[:, None]
+      m.body_mass[ids] = new
+    elif p.spec.kind == "com_offset":
+      m.body_ipos[ids] = apply(m.body_ipos[ids])
+    elif p.spec.kind == "armature":
+      m.dof_armature[m.jnt_dofadr[ids]] = apply(m.dof_armature[m.jnt_dofadr[ids]])
+    elif p.spec.kind == "damping":
+      m.dof_damping[m.jnt_dofadr[ids]] = apply(m.dof_damping[m.jnt_dofadr[ids]])
+    elif p.spec.kind == "frictionloss":
+      m.dof_frictionloss[m.jnt_dofadr[ids]] = apply(m.dof_frictionloss[m.jnt_dofadr[ids]])
+    elif p.spec.kind == "kp":
+      kp = apply(m.actuator_gainprm[ids, 0])
+      m.actuator_gainprm[ids, 0] = kp
+      m.actuator_biasprm[ids, 1] = -kp
+    elif p.spec.kind == "kd":
+      m.actuator_biasprm[ids, 2] = -apply(-m.actuator_biasprm[ids, 2])
+    elif p.spec.kind == "motor_strength":
+      factor = apply(robot.torque_limit[ids]) / robot.torque_limit[ids]
+      m.actuator_forcerange[ids] *= factor[:, None]
+      m.jnt_actfrcrange[m.actuator_trnid[ids, 0]] *= factor[:, None]
+    elif p.spec.kind == "default_pose":
+      offset[ids] = apply(robot.default_joint_pos[ids]) - robot.default_joint_pos[ids]
+  return m, offset
+
+
+def test_model_fields_match_numpy_for_each_env(dr_states, builtin_robot):
+  env, s0, _, _ = dr_states
+  spec = wide_dr()
+  changed = set(s0.info["model"])
+  assert changed == {"geom_friction", "body_mass", "body_inertia", "body_ipos", "dof_armature",
+                     "dof_damping", "dof_frictionloss", "actuator_gainprm", "actuator_biasprm",
+                     "actuator_forcerange", "jnt_actfrcrange"}
+  for i in range(N):
+    draws_i = {k: np.asarray(v[i]) for k, v in s0.info["dr"].items()}
+    ref, offset = _numpy_model(builtin_robot, spec, draws_i)
+    for field in changed:
+      np.testing.assert_allclose(s0.info["model"][field][i], getattr(ref, field), rtol=2e-6,
+                                 atol=1e-7, err_msg=field)
+    np.testing.assert_allclose(s0.info["default_pose_offset"][i], offset, atol=1e-7)
+    # Kp lives in the gain and, negated, in the bias; Kd in the bias
+    g, b = s0.info["model"]["actuator_gainprm"][i], s0.info["model"]["actuator_biasprm"][i]
+    np.testing.assert_array_equal(b[:, 1], -g[:, 0])
+    assert not np.allclose(g[:, 0], builtin_robot.kp)
+    assert not np.allclose(-b[:, 2], builtin_robot.kd)
+  # different envs, different physics
+  assert len({float(x[0]) for x in s0.info["dr"]["link_mass"]}) == N
+
+
+def test_step_uses_each_envs_own_model(dr_states, builtin_robot):
+  """Env i's first step equals bare, jitted mjx.step on the model with env i's fields.
+
+  Those fields equal the numpy reference (test above). Like Brax and Playground, only the
+  randomized fields change: quantities MuJoCo derives at compile time (`body_invweight0`,
+  `dof_invweight0`, which scale constraint regularisation) stay nominal.
+  """
+  env, s0, s1, _ = dr_states
+
+  @jax.jit
+  def bare(fields, data, target):
+    model = env.mjx_model.replace(**fields)
+    for _ in range(env.n_substeps):
+      data = mjx.step(model, data.replace(ctrl=target))
+    return data
+
+  for i in (0, 5):
+    pick = lambda x: x[i]
+    target = env._default_joint_pos + s0.info["default_pose_offset"][i]
+    data = bare(jax.tree.map(pick, s0.info["model"]), jax.tree.map(pick, s0.pipeline_state),
+                target)
+    # Not bit-exact: XLA compiles the two programs differently, and the wide preset's stiff
+    # gains, light ankle links and frictionloss amplify float32 rounding (seen: 9e-4 rad).
+    # Using another env's fields moves the joints a hundred times more (checked below).
+    err = np.abs(np.asarray(s1.pipeline_state.qpos[i]) - np.asarray(data.qpos)).max()
+    assert err < 2e-3
+    other = bare(jax.tree.map(lambda x: x[(i + 3) % N], s0.info["model"]),
+                 jax.tree.map(pick, s0.pipeline_state), target)
+    assert np.abs(np.asarray(other.qpos) - np.asarray(data.qpos)).max() > 100 * err
+
+
+def test_none_is_the_plain_model_exactly(builtin_robot):
+  env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization="none")
+
+  @jax.jit
+  def both(key):
+    s = env.reset(key)
+    a = jnp.full(env.action_size, 0.2)
+    ours = env.step(env.step(s, a), a).pipeline_state.qpos
+    target = env._default_joint_pos + env.config.action_scale_rad * a
+    plain_step = lambda d, _: (mjx.step(env.mjx_model, d.replace(ctrl=target)), None)
+    d = s.pipeline_state
+    for _ in range(2):  # two control periods, each a scan over the substeps as in the env
+      d = jax.lax.scan(plain_step, d, None, length=env.n_substeps)[0]
+    return ours, d.qpos, s.info["model"], s.obs["privileged_state"].shape
+
+  ours, plain, fields, critic_shape = both(jax.random.PRNGKey(0))
+  # `none` changes no model field, so the env steps the plain model itself ...
+  assert fields == {} and critic_shape == (51,)  # and the critic has no physics block
+  s = env.reset(jax.random.PRNGKey(0))
+  np.testing.assert_array_equal(s.info["default_pose_offset"], np.zeros(env.action_size))
+  # ... but XLA fuses the env's step and this hand-written loop differently, so float32
+  # results agree to rounding, not bit for bit (seen: 6e-7).
+  np.testing.assert_allclose(ours, plain, rtol=0, atol=1e-5)
+
+
+def test_draws_follow_their_distributions(builtin_robot):
+  rz = Randomizer(builtin_robot, nominal_dr())
+  draws = jax.jit(jax.vmap(rz.sample))(jax.random.split(jax.random.PRNGKey(1), 4000))
+  for p in rz.params:
+    d = np.asarray(draws[p.spec.name]).reshape(4000, -1)
+    lo, hi = p.spec.low, p.spec.high
+    assert d.min() >= lo and d.max() <= hi, p.spec.name
+    x = np.log(d[:, 0]) if p.spec.distribution == "loguniform" else d[:, 0]
+    a, b = (np.log(lo), np.log(hi)) if p.spec.distribution == "loguniform" else (lo, hi)
+    assert stats.kstest(x, stats.uniform(a, b - a).cdf).pvalue > 0.01, p.spec.name
+    if d.shape[1] > 1:  # elements are drawn independently
+      assert abs(np.corrcoef(d[:, 0], d[:, 1])[0, 1]) < 0.1
+
+
+def test_privileged_observation_carries_normalized_draws(dr_states):
+  env, s0, _, _ = dr_states
+  rz = env.randomizer
+  n_phys = sum(int(np.prod(p.nominal.shape)) for p in rz.params)
+  block = np.asarray(s0.obs["privileged_state"])[:, -(n_phys + 2):]  # draws, then 2 delays
+  phys = block[:, :n_phys]
+  for col, key, (lo, hi) in ((n_phys, "action_delay_ms", env.dr.action_delay_ms),
+                             (n_phys + 1, "obs_delay_ms", env.dr.obs_delay_ms)):
+    np.testing.assert_allclose(block[:, col], (np.asarray(s0.info[key]) - (lo + hi) / 2) /
+                               ((hi - lo) / 2), rtol=1e-5, atol=1e-5)
+  assert np.all(phys >= -1) and np.all(phys <= 1)
+  first = rz.params[0]  # friction, loguniform in the wide preset
+  d = np.asarray(s0.info["dr"][first.spec.name])[:, 0]
+  lo, hi = np.log(first.spec.low), np.log(first.spec.high)
+  np.testing.assert_allclose(phys[:, 0], (np.log(d) - (lo + hi) / 2) / ((hi - lo) / 2), rtol=1e-5,
+                             atol=1e-5)
+
+
+def test_new_episode_draws_new_physics(dr_states):
+  env, s0, _, step = dr_states
+  qpos = s0.pipeline_state.qpos.at[0, 2].set(0.2)  # env 0 falls and restarts
+  s = s0.replace(pipeline_state=s0.pipeline_state.replace(qpos=qpos))
+  out = step(s, jnp.zeros((N, env.action_size)))
+  assert float(out.done[0]) == 1 and np.all(np.asarray(out.done[1:]) == 0)
+  for k in s0.info["dr"]:
+    assert not np.allclose(out.info["dr"][k][0], s0.info["dr"][k][0]), k
+    np.testing.assert_array_equal(out.info["dr"][k][1:], s0.info["dr"][k][1:])
+  np.testing.assert_array_equal(out.info["model"]["body_mass"][0],
+                                jax.jit(env.randomizer.model_fields)(
+                                    env.mjx_model, jax.tree.map(lambda x: x[0],
+                                                                out.info["dr"]))["body_mass"])
+
+
+@pytest.mark.parametrize("spec, needle", [
+    (ParamSpec("m", "link_mass", 1.2, 0.8), "low 1.2 > high 0.8"),
+    (ParamSpec("m", "gravity", 0.9, 1.1), "unknown kind 'gravity'"),
+    (ParamSpec("m", "link_mass", 0.9, 1.1, targets=("no_such_link*",)), "matches no body"),
+    (ParamSpec("m", "damping", 0.0, 2.0, distribution="loguniform"), "needs low > 0"),
+    (ParamSpec("m", "kp", 0.9, 1.1, operation="multiply"), "operation must be one of"),
+])
+def test_bad_specs_raise_one_line(builtin_robot, spec, needle):
+  with pytest.raises(UserError) as e:
+    Randomizer(builtin_robot, (spec,))
+  assert needle in str(e.value) and "\n" not in str(e.value)
