@@ -1,0 +1,162 @@
+"""Latency (ms, at physics rate), observation noise and pushes, against hand-computed cases."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from mjxgap import latency
+from mjxgap._mjx import mjx
+from mjxgap.cli import main
+from mjxgap.randomization import DomainRandomization
+from mjxgap.tasks import make_env
+
+
+def _physics_rate_sequence(delay_steps, n_substeps=5, periods=4):
+  """Targets 10, 11, 12, ... issued each control period; initial target 0; one per substep."""
+  history = jnp.zeros((latency.history_length(delay_steps, n_substeps), 1))
+  seq = []
+  for c in range(periods):
+    history = latency.push(history, jnp.array([10.0 + c]))
+    seq += list(np.asarray(latency.substep_targets(history, delay_steps, n_substeps))[:, 0])
+  return seq
+
+
+@pytest.mark.parametrize("delay_steps, expected", [
+    # hand-written: the target issued at substep g - d, or the initial 0 before the first one
+    (0, [10] * 5 + [11] * 5 + [12] * 5 + [13] * 5),
+    (2, [0] * 2 + [10] * 5 + [11] * 5 + [12] * 5 + [13] * 3),  # 8 ms: inside a period
+    (5, [0] * 5 + [10] * 5 + [11] * 5 + [12] * 5),  # exactly one control period
+    (7, [0] * 7 + [10] * 5 + [11] * 5 + [12] * 3),  # 28 ms: not a multiple of 20 ms
+    (11, [0] * 11 + [10] * 5 + [11] * 4),
+])
+def test_action_delay_at_physics_rate(delay_steps, expected):
+  assert _physics_rate_sequence(delay_steps) == expected
+
+
+def test_delay_ms_quantised_to_physics_step():
+  steps = latency.ms_to_steps(jnp.array([0.0, 1.9, 2.1, 7.9, 28.0, 41.0]), 0.004)
+  assert np.asarray(steps).tolist() == [0, 0, 1, 2, 7, 10]
+
+
+@pytest.fixture(scope="module")
+def delayed(builtin_robot):
+  dr = DomainRandomization(action_delay_ms=(28.0, 28.0), obs_delay_ms=(8.0, 8.0))
+  env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
+  return env
+
+
+def test_env_applies_action_and_observation_delay(delayed):
+  """Two control steps with a 28 ms action delay and an 8 ms observation delay, against a
+  bare mjx.step loop fed the hand-computed target of each substep."""
+  env = delayed
+  a1, a2 = jnp.full(env.action_size, 0.3), jnp.full(env.action_size, -0.2)
+
+  @jax.jit
+  def run(key):
+    s0 = env.reset(key)
+    s1 = env.step(s0, a1)
+    s2 = env.step(s1, a2)
+    return s0, s1, s2
+
+  s0, s1, s2 = run(jax.random.PRNGKey(0))
+  default = env._default_joint_pos
+  t0, t1, t2 = default, default + 0.5 * a1, default + 0.5 * a2
+  # 28 ms = 7 substeps: period 1 acts on t0 (5 substeps); period 2 on t0 x2 then t1 x3
+  per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3
+
+  @jax.jit
+  def bare(data):
+    states = []
+    for target in per_substep:
+      data = mjx.step(env.mjx_model, data.replace(ctrl=target))
+      states.append(data.qpos)
+    return jnp.stack(states)
+
+  qpos = np.asarray(bare(s0.pipeline_state))
+  np.testing.assert_allclose(s1.pipeline_state.qpos, qpos[4], atol=1e-5)
+  np.testing.assert_allclose(s2.pipeline_state.qpos, qpos[9], atol=1e-5)
+  # without the delay the second period would have acted on t1 throughout: clearly different
+  assert not np.allclose(t1, t0, atol=0.1)
+  # actor sees joints 8 ms = 2 substeps old (substep 7 of 10); the critic sees substep 9
+  joint = slice(6, 6 + env.action_size)
+  np.testing.assert_allclose(s2.obs["state"][joint], qpos[7][env.robot.qpos_adr] - default,
+                             atol=1e-5)
+  np.testing.assert_allclose(s2.obs["privileged_state"][joint],
+                             qpos[9][env.robot.qpos_adr] - default, atol=1e-5)
+  assert float(s2.info["action_delay_ms"]) == 28.0
+
+
+def test_push_changes_base_velocity_by_the_kick(builtin_robot):
+  dr = DomainRandomization(push_velocity_mps=(0.5, 1.5), push_interval_s=(0.06, 0.1))
+  env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
+
+  @jax.jit
+  def run(key):
+    s = env.reset(key)
+    out = [s]
+    for _ in range(6):
+      out.append(env.step(out[-1], jnp.zeros(env.action_size)))
+    return out
+
+  states = run(jax.random.PRNGKey(2))
+  countdown = int(states[0].info["push_countdown"])
+  assert 3 <= countdown <= 5  # 0.06-0.1 s at 50 Hz
+  kicks = [np.asarray(s.info["push_velocity"]) for s in states[1:]]
+  pushed = [i for i, k in enumerate(kicks) if np.any(k != 0)]
+  assert pushed == [countdown - 1]  # the step on which the countdown ran out
+  kick = kicks[pushed[0]]
+  assert 0.5 <= np.linalg.norm(kick) <= 1.5
+  # the pushed step equals physics started from the velocity plus the kick
+  before = states[pushed[0]].pipeline_state
+  kicked = before.replace(qvel=before.qvel.at[0:2].add(kick))
+
+  @jax.jit
+  def bare(data):
+    for _ in range(env.n_substeps):
+      data = mjx.step(env.mjx_model, data.replace(ctrl=env._default_joint_pos))
+    return data.qvel
+
+  np.testing.assert_allclose(states[pushed[0] + 1].pipeline_state.qvel, bare(kicked), atol=1e-4)
+  assert np.linalg.norm(np.asarray(bare(kicked))[:2] - np.asarray(bare(before))[:2]) > 0.3
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "gaussian"])
+def test_observation_noise_statistics(builtin_robot, distribution):
+  dr = DomainRandomization(obs_noise=(("gyro", 0.2), ("joint_vel", 1.5)),
+                           obs_noise_distribution=distribution)
+  env = make_env("stand", builtin_robot, randomization=dr)
+  s = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(5), 2000))
+  n_actor = s.obs["state"].shape[1]
+  noise = np.asarray(s.obs["state"]) - np.asarray(s.obs["privileged_state"])[:, :n_actor]
+  nu = env.action_size
+  gyro, joint_vel = noise[:, 0:3].ravel(), noise[:, 6 + nu:6 + 2 * nu].ravel()
+  others = np.delete(noise, list(range(0, 3)) + list(range(6 + nu, 6 + 2 * nu)), axis=1)
+  np.testing.assert_array_equal(others, 0)  # only the named terms are noisy
+  for x, scale in ((gyro, 0.2), (joint_vel, 1.5)):
+    ref = stats.uniform(-scale, 2 * scale) if distribution == "uniform" else stats.norm(0, scale)
+    assert stats.kstest(x, ref.cdf).pvalue > 0.01
+  # the critic never sees noise: its gyro is the true base angular velocity (zero at reset)
+  np.testing.assert_array_equal(np.asarray(s.obs["privileged_state"])[:, 0:3], 0)
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ({"params": [{"name": "m", "kind": "link_mass", "low": 1.2, "high": 0.8}]}, "low 1.2 > high"),
+    ({"action_delay_ms": [-5, 10]}, "action_delay_ms must be"),
+    ({"params": [{"name": "m", "kind": "wind", "low": 0, "high": 1}]}, "unknown kind 'wind'"),
+    ({"params": [{"name": "m", "kind": "kp", "low": 0.9, "high": 1.1, "targets": ["arm_*"]}]},
+     "matches no actuator"),
+    ({"obs_noise": {"lidar": 0.1}}, "not an actor observation term"),
+    ({"params": [{"name": "m", "kind": "kp", "low": "a", "high": 1}]}, "must be a number"),
+])
+def test_bad_randomization_file_one_line_exit_2(tmp_path, capsys, spec, needle):
+  path = tmp_path / "dr.json"
+  path.write_text(json.dumps(spec))
+  with pytest.raises(SystemExit) as e:
+    main(["bench", "env", "--dr", str(path), "--num-envs", "2", "--steps", "1"])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith("mjxgap: error:") and needle in err[0], err
