@@ -14,6 +14,7 @@ physics produced a NaN/inf keeps the previous physics state, is marked done and 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from typing import Mapping
 
 import jax
@@ -135,7 +136,15 @@ class LocomotionEnv(Env):
     self.randomizer = Randomizer(self.robot, dr.params)
     sim_ms = self.robot.sim_dt * 1000.0
     max_act = int(round((dr.action_delay_ms[1] + dr.delay_jitter_ms) / sim_ms))
-    max_obs = int(round((dr.obs_delay_ms[1] + dr.delay_jitter_ms) / sim_ms))
+    group_lo, group_hi = np.zeros(self.robot.nu), np.zeros(self.robot.nu)
+    for pattern, lo, hi in dr.joint_group_delay_ms:
+      members = [fnmatch.fnmatchcase(j, pattern) for j in self.robot.joint_names]
+      if not any(members):
+        raise UserError(f"randomization: joint_group_delay_ms pattern {pattern!r} matches no "
+                        f"actuated joint ({', '.join(self.robot.joint_names)})")
+      group_lo, group_hi = np.where(members, lo, group_lo), np.where(members, hi, group_hi)
+    self._group_delay = (jnp.asarray(group_lo, jnp.float32), jnp.asarray(group_hi, jnp.float32))
+    max_obs = int(round((dr.obs_delay_ms[1] + group_hi.max() + dr.delay_jitter_ms) / sim_ms))
     self._target_history = latency.history_length(max_act, self.n_substeps)
     self._state_history = max_obs + 1 if max_obs > 0 else 0
     self._delays_on = max_act > 0 or max_obs > 0
@@ -207,6 +216,9 @@ class LocomotionEnv(Env):
         # first; robot states (qpos, qvel) per physics step, newest first
         "action_delay_ms": delays[0],
         "obs_delay_ms": delays[1],
+        "joint_obs_delay_ms": jax.random.uniform(  # extra, per actuated joint (its bus group)
+            jax.random.fold_in(k_lat, 1), (self.robot.nu,), minval=self._group_delay[0],
+            maxval=self._group_delay[1]),
         "target_history": jnp.tile(self._default_joint_pos + pose_offset,
                                    (self._target_history, 1)),
         "state_history": jnp.tile(jnp.concatenate([qpos, data.qvel]), (self._state_history, 1)),
@@ -277,10 +289,19 @@ class LocomotionEnv(Env):
       info["state_history"] = latency.push(info["state_history"], states[::-1])
       obs_delay = latency.ms_to_steps(jnp.maximum(info["obs_delay_ms"] + jitter[1], 0.0),
                                       self.robot.sim_dt)
-      old = info["state_history"][jnp.clip(obs_delay, 0, self._state_history - 1)]
+      last = self._state_history - 1
+      old = info["state_history"][jnp.clip(obs_delay, 0, last)]
       nq = data.qpos.shape[0]
       q_actor = self._quantities(data.replace(qpos=old[:nq], qvel=old[nq:]), action, info,
                                  contact, first_contact, air_time)
+      if self.dr.joint_group_delay_ms:  # each joint read from its own, staler, past
+        joint_delay = jnp.clip(latency.ms_to_steps(
+            jnp.maximum(info["obs_delay_ms"] + info["joint_obs_delay_ms"] + jitter[1], 0.0),
+            self.robot.sim_dt), 0, last)
+        hist = info["state_history"]
+        q_actor = q_actor._replace(
+            joint_pos=hist[joint_delay, self._qpos_adr] - self._default_joint_pos,
+            joint_vel=hist[joint_delay, nq + self._qvel_adr])
     metrics = {f"reward/{k}": jnp.where(finite, v, 0.0) for k, v in terms.items()}
     metrics |= {"nan": (~finite).astype(jnp.float32), "fell": q.fell.astype(jnp.float32)}
     # The policy sees the action it just sent as its "last action".

@@ -1,6 +1,7 @@
 """Declarative per-environment physics randomization, sampled inside jit at every reset.
 
-A spec is a tuple of `ParamSpec`s: which physical quantity (`kind`), which elements of the robot
+`DomainRandomization` gathers everything per-episode: physics parameters, latency, noise,
+pushes. Its physics part is a tuple of `ParamSpec`s: which physical quantity (`kind`), which elements of the robot
 (`targets`, fnmatch patterns on MuJoCo names), the range, the distribution and how the sample
 applies to the nominal value (`scale`, `add`, `set`). `Randomizer` turns a spec into pure
 functions: `sample(key) -> values` (one array per parameter, one entry per targeted element)
@@ -57,6 +58,9 @@ class DomainRandomization:
   obs_noise_distribution: str = "uniform"
   push_velocity_mps: tuple[float, float] = (0.0, 0.0)
   push_interval_s: tuple[float, float] = (5.0, 15.0)
+  # (joint name pattern, low ms, high ms): extra staleness of that group's joint readings,
+  # drawn per episode, as when motors answer on separate buses
+  joint_group_delay_ms: tuple[tuple[str, float, float], ...] = ()
 
   def validate(self) -> None:
     for field in ("action_delay_ms", "obs_delay_ms", "push_velocity_mps", "push_interval_s"):
@@ -70,6 +74,10 @@ class DomainRandomization:
       raise UserError(f"randomization: delay_jitter_ms must be >= 0, got {self.delay_jitter_ms}")
     if self.obs_noise_distribution not in ("uniform", "gaussian"):
       raise UserError("randomization: obs_noise_distribution must be 'uniform' or 'gaussian'")
+    for group in self.joint_group_delay_ms:
+      if len(group) != 3 or not (0 <= group[1] <= group[2] and np.isfinite(group[2])):
+        raise UserError(f"randomization: joint_group_delay_ms entries must be (pattern, low, "
+                        f"high) with 0 <= low <= high, got {group}")
     for term, scale in self.obs_noise:
       if not (np.isfinite(scale) and scale >= 0):
         raise UserError(f"randomization: obs_noise of {term!r} must be >= 0, got {scale}")
@@ -185,6 +193,13 @@ def load_spec(path: str) -> DomainRandomization:
       if not isinstance(value, dict) or not all(_is_number(v) for v in value.values()):
         raise UserError(f"randomization file {path}: obs_noise must map term names to numbers")
       kwargs[key] = tuple((k, float(v)) for k, v in value.items())
+    elif key == "joint_group_delay_ms":
+      if not isinstance(value, list) or not all(
+          isinstance(g, list) and len(g) == 3 and isinstance(g[0], str)
+          and _is_number(g[1]) and _is_number(g[2]) for g in value):
+        raise UserError(f"randomization file {path}: joint_group_delay_ms must be a list of "
+                        "[pattern, low_ms, high_ms]")
+      kwargs[key] = tuple((g[0], float(g[1]), float(g[2])) for g in value)
     elif key == "delay_jitter_ms":
       if not _is_number(value):
         raise UserError(f"randomization file {path}: {key} must be a number, got {value!r}")
@@ -318,10 +333,6 @@ class Randomizer:
         "motor_strength": lambda: r.torque_limit[ids],
         "default_pose": lambda: r.default_joint_pos[ids],
     }[kind]().astype(np.float32).copy()
-
-  @property
-  def names(self) -> tuple[str, ...]:
-    return tuple(p.spec.name for p in self.params)
 
   def sample(self, key: jax.Array) -> dict[str, jax.Array]:
     """Raw draws from each parameter's range (before applying), one per element."""
