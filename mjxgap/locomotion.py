@@ -383,13 +383,18 @@ class LocomotionEnv(Env):
     )
 
   def _physics_block(self, info) -> jax.Array:
-    """Randomized physics draws and this episode's delays, each mapped to [-1, 1]."""
+    """Randomized physics draws and this episode's delays (action, observation, then per-joint
+    group staleness if on), each mapped to [-1, 1] over its range."""
     parts = [self.randomizer.normalized(info["dr"])]
     if self._delays_on:
       for key, (lo, hi) in (("action_delay_ms", self.dr.action_delay_ms),
                             ("obs_delay_ms", self.dr.obs_delay_ms)):
         half = (hi - lo) / 2
         parts.append(((info[key] - (lo + hi) / 2) / half if half > 0 else 0.0 * info[key])[None])
+    if self.dr.joint_group_delay_ms:
+      lo, hi = self._group_delay
+      half = jnp.maximum((hi - lo) / 2, 1e-9)
+      parts.append(jnp.where(hi > lo, (info["joint_obs_delay_ms"] - (lo + hi) / 2) / half, 0.0))
     return jnp.concatenate(parts)
 
   def _observe(self, actor_q, critic_q, key) -> dict[str, jax.Array]:

@@ -211,8 +211,11 @@ def load_spec(path: str) -> DomainRandomization:
   params = raw.get("params", [])
   if not isinstance(params, list):
     raise UserError(f"randomization file {path}: params must be a list")
-  dr = DomainRandomization(params=_load_params(path, params), **kwargs)
-  dr.validate()
+  try:
+    dr = DomainRandomization(params=_load_params(path, params), **kwargs)
+    dr.validate()
+  except UserError as e:
+    raise UserError(f"randomization file {path}: {e}") from None
   return dr
 
 

@@ -143,7 +143,9 @@ def _parse(path: pathlib.Path) -> mujoco.MjSpec:
     text = str(e)
     line = re.search(r"[Ll]ine (?:number=)?(\d+)", text)
     where = f" line {line.group(1)}" if line else ""
-    first = next((s.strip() for s in text.splitlines() if s.strip()), "unknown error")
+    kind = re.search(r"Error=(\w+)", text)
+    first = kind.group(1) if kind else next(
+        (s.strip() for s in text.splitlines() if s.strip()), "unknown error")
     raise UserError(f"robot file {path}{where}: cannot parse MJCF: {first}") from None
 
 

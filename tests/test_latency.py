@@ -119,6 +119,11 @@ def test_joint_group_staleness(builtin_robot):
   np.testing.assert_allclose(seen[left], qpos[7][adr][left], atol=1e-5)
   np.testing.assert_allclose(seen[~left], qpos[9][adr][~left], atol=1e-5)
   assert np.abs(qpos[7][adr][left] - qpos[9][adr][left]).max() > 1e-3  # the lag is visible
+  # the critic's physics block ends with each joint's group delay, mapped to [-1, 1]; a fixed
+  # 8 ms range maps to 0 (nothing to learn), and the block is all there is to map
+  block = np.asarray(s2.obs["privileged_state"][-(2 + env.action_size):])
+  np.testing.assert_array_equal(block, 0)
+  np.testing.assert_array_equal(s2.info["joint_obs_delay_ms"], np.where(left, 8.0, 0.0))
 
 
 def test_push_changes_base_velocity_by_the_kick(builtin_robot):
