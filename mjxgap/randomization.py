@@ -1,12 +1,13 @@
 """Declarative per-environment physics randomization, sampled inside jit at every reset.
 
 `DomainRandomization` gathers everything per-episode: physics parameters, latency, noise,
-pushes. Its physics part is a tuple of `ParamSpec`s: which physical quantity (`kind`), which elements of the robot
-(`targets`, fnmatch patterns on MuJoCo names), the range, the distribution and how the sample
-applies to the nominal value (`scale`, `add`, `set`). `Randomizer` turns a spec into pure
-functions: `sample(key) -> values` (one array per parameter, one entry per targeted element)
-and `model_fields(values) -> {mjx.Model field: array}` holding only the fields that change,
-which the env keeps in its state so only they are batched under `vmap`.
+pushes. Its physics part is a tuple of `ParamSpec`s: which physical quantity (`kind`), which
+elements of the robot (`targets`, fnmatch patterns on MuJoCo names), the range, the
+distribution and how the sample applies to the nominal value (`scale`, `add`, `set`).
+`Randomizer` turns a spec into pure functions: `sample(key) -> draws` (one array per
+parameter, one entry per targeted element) and `model_fields(model, draws)` holding only the
+`mjx.Model` fields that change, which the env keeps in its state so only they are batched
+under `vmap`.
 """
 
 from __future__ import annotations
@@ -107,38 +108,32 @@ KINDS: dict[str, tuple[str, tuple[str, ...], str]] = {
 }
 
 
+# name, kind, nominal_dr range, wide range, options. Ranges from published humanoid stacks
+# (FIELD_NOTES: Playground, Humanoid-Gym, Isaac Lab); `wide` takes the widest seen.
+_PHYSICS_RANGES = (
+    ("friction", "friction", (0.4, 1.0), (0.1, 2.0), {"operation": "set"}),
+    ("link_mass", "link_mass", (0.9, 1.1), (0.8, 1.2), {}),
+    ("torso_added_mass", "added_mass", (-1.0, 1.0), (-3.0, 5.0), {"operation": "add"}),
+    ("torso_com", "com_offset", (-0.02, 0.02), (-0.08, 0.08), {"operation": "add"}),
+    ("armature", "armature", (1.0, 1.05), (1.0, 1.2), {}),
+    ("damping", "damping", (0.5, 2.0), (0.3, 3.0), {"distribution": "loguniform"}),
+    ("frictionloss", "frictionloss", (0.5, 2.0), (0.3, 3.0), {"distribution": "loguniform"}),
+    ("kp", "kp", (0.9, 1.1), (0.75, 1.25), {}),
+    ("kd", "kd", (0.9, 1.1), (0.75, 1.25), {}),
+    ("motor_strength", "motor_strength", (0.9, 1.1), (0.8, 1.2), {}),
+    ("default_pose", "default_pose", (-0.02, 0.02), (-0.05, 0.05), {"operation": "add"}),
+)
+
+
 def nominal_dr() -> tuple[ParamSpec, ...]:
-  """Ranges of published humanoid stacks (FIELD_NOTES: Playground, Humanoid-Gym, Isaac Lab)."""
-  return (
-      ParamSpec("friction", "friction", 0.4, 1.0, operation="set"),
-      ParamSpec("link_mass", "link_mass", 0.9, 1.1),
-      ParamSpec("torso_added_mass", "added_mass", -1.0, 1.0, operation="add"),
-      ParamSpec("torso_com", "com_offset", -0.02, 0.02, operation="add"),
-      ParamSpec("armature", "armature", 1.0, 1.05),
-      ParamSpec("damping", "damping", 0.5, 2.0, distribution="loguniform"),
-      ParamSpec("frictionloss", "frictionloss", 0.5, 2.0, distribution="loguniform"),
-      ParamSpec("kp", "kp", 0.9, 1.1),
-      ParamSpec("kd", "kd", 0.9, 1.1),
-      ParamSpec("motor_strength", "motor_strength", 0.9, 1.1),
-      ParamSpec("default_pose", "default_pose", -0.02, 0.02, operation="add"),
-  )
+  """Ranges of published humanoid stacks."""
+  return tuple(ParamSpec(n, k, *r, **o) for n, k, r, _, o in _PHYSICS_RANGES)
 
 
 def wide_dr() -> tuple[ParamSpec, ...]:
-  """The widest ranges seen in published stacks."""
-  return (
-      ParamSpec("friction", "friction", 0.1, 2.0, operation="set", distribution="loguniform"),
-      ParamSpec("link_mass", "link_mass", 0.8, 1.2),
-      ParamSpec("torso_added_mass", "added_mass", -3.0, 5.0, operation="add"),
-      ParamSpec("torso_com", "com_offset", -0.08, 0.08, operation="add"),
-      ParamSpec("armature", "armature", 1.0, 1.2),
-      ParamSpec("damping", "damping", 0.3, 3.0, distribution="loguniform"),
-      ParamSpec("frictionloss", "frictionloss", 0.3, 3.0, distribution="loguniform"),
-      ParamSpec("kp", "kp", 0.75, 1.25),
-      ParamSpec("kd", "kd", 0.75, 1.25),
-      ParamSpec("motor_strength", "motor_strength", 0.8, 1.2),
-      ParamSpec("default_pose", "default_pose", -0.05, 0.05, operation="add"),
-  )
+  """The widest ranges seen in published stacks; friction drawn log-uniformly over 20x."""
+  return tuple(ParamSpec(n, k, *w, **(o | {"distribution": "loguniform"} if k == "friction"
+                                      else o)) for n, k, _, w, o in _PHYSICS_RANGES)
 
 
 PRESETS = {
@@ -289,9 +284,16 @@ def _check(spec: ParamSpec) -> None:
 @dataclasses.dataclass(frozen=True)
 class _Resolved:
   spec: ParamSpec
-  element: str
   ids: np.ndarray  # element ids in the model
-  nominal: np.ndarray  # nominal values, [n] or [n, 3] for com_offset
+
+  @property
+  def shape(self) -> tuple[int, ...]:
+    """One draw per element; three (x, y, z) for a centre-of-mass offset."""
+    return (len(self.ids), 3) if self.spec.kind == "com_offset" else (len(self.ids),)
+
+
+def _apply(op: str, current: jax.Array, draw: jax.Array) -> jax.Array:
+  return current * draw if op == "scale" else current + draw if op == "add" else draw + 0 * current
 
 
 class Randomizer:
@@ -318,30 +320,13 @@ class Randomizer:
           raise UserError(f"randomization parameter {s.name!r}: target {p!r} matches no "
                           f"{element.replace('_', ' ')} (have: {', '.join(names)})")
       ids = ids[keep]
-      self.params.append(_Resolved(s, element, ids, self._nominal(s.kind, ids)))
-
-  def _nominal(self, kind: str, ids: np.ndarray) -> np.ndarray:
-    m, r = self.robot.mj_model, self.robot
-    dof = lambda j: m.jnt_dofadr[j]
-    return {
-        "friction": lambda: m.geom_friction[ids, 0],
-        "link_mass": lambda: m.body_mass[ids],
-        "added_mass": lambda: m.body_mass[ids],
-        "com_offset": lambda: m.body_ipos[ids],
-        "armature": lambda: m.dof_armature[dof(ids)],
-        "damping": lambda: m.dof_damping[dof(ids)],
-        "frictionloss": lambda: m.dof_frictionloss[dof(ids)],
-        "kp": lambda: r.kp[ids],
-        "kd": lambda: r.kd[ids],
-        "motor_strength": lambda: r.torque_limit[ids],
-        "default_pose": lambda: r.default_joint_pos[ids],
-    }[kind]().astype(np.float32).copy()
+      self.params.append(_Resolved(s, ids))
 
   def sample(self, key: jax.Array) -> dict[str, jax.Array]:
     """Raw draws from each parameter's range (before applying), one per element."""
     out = {}
     for p, k in zip(self.params, jax.random.split(key, max(len(self.params), 1))):
-      shape = p.nominal.shape
+      shape = p.shape
       lo, hi = p.spec.low, p.spec.high
       if p.spec.distribution == "loguniform":
         u = jax.random.uniform(k, shape, minval=np.log(lo), maxval=np.log(hi))
@@ -360,8 +345,8 @@ class Randomizer:
     fields: dict[str, jax.Array] = {}
     get = lambda name: fields[name] if name in fields else getattr(model, name)
     for p in self.params:
-      d, ids, kind, op = draws[p.spec.name], p.ids, p.spec.kind, p.spec.operation
-      apply = lambda cur: cur * d if op == "scale" else cur + d if op == "add" else d + 0 * cur
+      d, ids, kind = draws[p.spec.name], p.ids, p.spec.kind
+      apply = lambda cur: _apply(p.spec.operation, cur, d)
       if kind == "friction":
         fields["geom_friction"] = get("geom_friction").at[ids, 0].set(
             apply(get("geom_friction")[ids, 0]))
@@ -411,7 +396,5 @@ class Randomizer:
     new = pose
     for p in self.params:
       if p.spec.kind == "default_pose":
-        d, op = draws[p.spec.name], p.spec.operation
-        cur = new[p.ids]
-        new = new.at[p.ids].set(cur * d if op == "scale" else cur + d if op == "add" else d)
+        new = new.at[p.ids].set(_apply(p.spec.operation, new[p.ids], draws[p.spec.name]))
     return new - pose

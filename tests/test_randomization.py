@@ -166,7 +166,7 @@ def test_draws_follow_their_distributions(builtin_robot):
 def test_privileged_observation_carries_normalized_draws(dr_states):
   env, s0, _, _ = dr_states
   rz = env.randomizer
-  n_phys = sum(int(np.prod(p.nominal.shape)) for p in rz.params)
+  n_phys = sum(int(np.prod(p.shape)) for p in rz.params)
   block = np.asarray(s0.obs["privileged_state"])[:, -(n_phys + 2):]  # draws, then 2 delays
   phys = block[:, :n_phys]
   for col, key, (lo, hi) in ((n_phys, "action_delay_ms", env.dr.action_delay_ms),
