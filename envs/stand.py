@@ -5,9 +5,10 @@ from mjxgap.locomotion import TaskConfig
 STAND = TaskConfig(
     name="stand",
     episode_length_s=20.0,
+    action_scale_rad=0.25,  # balance needs small corrections; a large scale turns noise into falls
     rewards={
-        "alive": 1.0,
-        "termination": -50.0,
+        "alive": 2.0,
+        "termination": -100.0,
         "orientation": -5.0,
         "base_height": -20.0,
         "lin_vel_xy": -1.0,

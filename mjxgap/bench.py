@@ -78,3 +78,56 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
       "device": str(jax.devices()[0].platform),
       "device_count": jax.device_count(),
   }
+
+
+def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
+                iterations: int = 5, preset: str = "cpu", randomization: str = "none",
+                seed: int = 0) -> dict:
+  """Training env steps/s against rollout-only env steps/s on the same envs and policy.
+
+  The rollout-only loop is the training iteration's own rollout (policy inference included)
+  without GAE, SGD or normaliser updates, so `learner_overhead` is what learning costs.
+  """
+  import dataclasses
+
+  from mjxgap.ppo import config as ppo_config
+  from mjxgap.ppo.run import make_trainer
+
+  base = ppo_config.preset(preset)
+  config = dataclasses.replace(base, robot=robot, task=task, dr=randomization, seed=seed,
+                               ppo=dataclasses.replace(base.ppo, num_envs=num_envs))
+  config.validate()
+  t_start = time.perf_counter()
+  trainer = make_trainer(config)
+  state = trainer.init(seed)
+  state, metrics = trainer.iteration(state)
+  jax.block_until_ready(metrics)
+  first_iteration_s = time.perf_counter() - t_start
+
+  def timed(fn, state):
+    t0 = time.perf_counter()
+    for _ in range(iterations):
+      state, out = fn(state)
+    jax.block_until_ready(out)
+    return state, time.perf_counter() - t0
+
+  state, train_s = timed(trainer.iteration, state)
+  state, _ = trainer.collect(state)  # compile
+  jax.block_until_ready(state)
+  state, collect_s = timed(trainer.collect, state)
+  steps = iterations * config.steps_per_iteration
+  return {
+      "robot": robot,
+      "task": task,
+      "dr": randomization,
+      "preset": preset,
+      "num_envs": num_envs,
+      "unroll_length": config.ppo.unroll_length,
+      "iterations": iterations,
+      "train_steps_per_s": round(steps / train_s, 1),
+      "rollout_steps_per_s": round(steps / collect_s, 1),
+      "learner_overhead": round(train_s / collect_s, 4),
+      "time_to_first_iteration_s": round(first_iteration_s, 2),
+      "device": str(jax.devices()[0].platform),
+      "device_count": jax.device_count(),
+  }

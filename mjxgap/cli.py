@@ -14,6 +14,7 @@ import os
 import pathlib
 import sys
 import tempfile
+import time
 
 from mjxgap.errors import UserError
 
@@ -100,6 +101,36 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--out", help="also write the JSON summary to this file")
 
+  p = sub.add_parser("train", help="train a PPO policy (or continue one with --resume)")
+  p.add_argument("--out", help="run folder: config, metrics, checkpoints (default: "
+                              "runs/<task>_<robot>_<date-time>; required with --resume)")
+  p.add_argument("--resume", action="store_true",
+                 help="continue the run in --out from its latest checkpoint")
+  p.add_argument("--preset", default=None, help="smoke (default), cpu or gpu")
+  p.add_argument("--robot", default=None,
+                 help="built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)")
+  p.add_argument("--task", default=None, help="task name (default: stand)")
+  p.add_argument("--dr", default=None,
+                 help="physics randomization: none, nominal_dr, wide, or a .json file")
+  p.add_argument("--num-envs", type=_positive_int, default=None)
+  p.add_argument("--total-steps", type=_positive_int, default=None,
+                 help="env steps; on --resume a larger value extends the run")
+  p.add_argument("--seed", type=int, default=None)
+  p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                 help="override any config field, e.g. ppo.learning_rate=1e-4, "
+                      "task.episode_length_s=10, checkpoint_every=10 (repeatable)")
+  p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+
+  p = sub.add_parser("eval", help="roll out a run's latest checkpoint deterministically")
+  p.add_argument("run", help="run folder written by mjxgap train")
+  p.add_argument("--episodes", type=_positive_int, default=64)
+  p.add_argument("--policy", choices=("trained", "zero"), default="trained",
+                 help="zero: hold the default pose (the baseline a stand policy must beat)")
+  p.add_argument("--dr", default=None, help="randomization to evaluate under (default: the run's)")
+  p.add_argument("--step", type=int, default=None, help="checkpoint iteration (default: latest)")
+  p.add_argument("--seed", type=int, default=1_000_003)
+  p.add_argument("--out", help="also write the JSON result to this file")
+
   bench = sub.add_parser("bench", help="throughput benchmarks")
   bsub = bench.add_subparsers(dest="bench_command", required=True, parser_class=_Parser)
   p = bsub.add_parser("env", help="env steps/s versus bare mjx.step on the same model")
@@ -109,7 +140,44 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--repeats", type=_positive_int, default=3)
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--out", help="also write the JSON result to this file")
+  p = bsub.add_parser("train", help="training steps/s versus rollout-only steps/s")
+  _add_robot_task(p)
+  p.add_argument("--preset", default="cpu", help="training preset whose learner is timed")
+  p.add_argument("--num-envs", type=_positive_int, default=256)
+  p.add_argument("--iterations", type=_positive_int, default=5, help="timed iterations")
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--out", help="also write the JSON result to this file")
   return parser
+
+
+def _train_config(args):
+  """The resolved config: preset (or the saved run on --resume), then flags, then --set."""
+  import dataclasses
+
+  from mjxgap.ppo import config as ppo_config
+  from mjxgap.ppo.run import load_config
+
+  if args.resume:
+    config = load_config(pathlib.Path(args.out))
+    if args.preset is not None and args.preset != config.preset:
+      raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
+                      "a resumed run keeps its config (change single fields with --set)")
+  else:
+    config = ppo_config.preset(args.preset or "smoke")
+  flags = {k: v for k, v in (("robot", args.robot), ("task", args.task), ("dr", args.dr),
+                             ("seed", args.seed), ("total_steps", args.total_steps))
+           if v is not None}
+  config = dataclasses.replace(config, **flags)
+  if args.num_envs is not None:
+    config = dataclasses.replace(config, ppo=dataclasses.replace(config.ppo,
+                                                                 num_envs=args.num_envs))
+  config = ppo_config.apply_overrides(config, args.set)
+  # files named relative to here must still be found by `eval` or `--resume` from elsewhere
+  absolute = {k: os.path.abspath(getattr(config, k)) for k in ("robot", "dr")
+              if os.path.isfile(getattr(config, k))}
+  config = dataclasses.replace(config, **absolute)
+  config.validate()
+  return config
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -129,6 +197,32 @@ def run(argv: list[str] | None = None) -> int:
     enable_compilation_cache()
     _emit(random_rollout(args.robot, args.task, args.num_envs, args.seconds, args.action_std,
                          args.seed, args.dr), args.out)
+  elif args.command == "train":
+    from mjxgap.jax_setup import enable_compilation_cache
+    from mjxgap.ppo.run import train
+
+    if args.resume and not args.out:
+      raise UserError("train --resume needs --out RUN, the run folder to continue")
+    config = _train_config(args)
+    if not args.out:
+      name = pathlib.Path(config.robot).stem if config.robot.endswith(".xml") else config.robot
+      args.out = os.path.join("runs", f"{config.task}_{name}_{time.strftime('%Y%m%d-%H%M%S')}")
+    print(json.dumps({"config": config.to_dict()}, indent=2), flush=True)
+    enable_compilation_cache()
+    print(json.dumps(train(config, args.out, resume=args.resume,
+                           progress=not args.no_progress)))
+  elif args.command == "eval":
+    from mjxgap.jax_setup import enable_compilation_cache
+    from mjxgap.ppo.evaluate import evaluate
+
+    enable_compilation_cache()
+    _emit(evaluate(args.run, args.episodes, args.seed, args.policy, args.dr, args.step),
+          args.out)
+  elif args.command == "bench" and args.bench_command == "train":
+    from mjxgap.bench import bench_train
+
+    _emit(bench_train(args.robot, args.task, args.num_envs, args.iterations, args.preset,
+                      args.dr, args.seed), args.out)
   elif args.command == "bench" and args.bench_command == "env":
     from mjxgap.bench import bench_env
 

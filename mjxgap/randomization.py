@@ -162,7 +162,9 @@ def preset(name: str) -> DomainRandomization:
 
 def load_spec(path: str) -> DomainRandomization:
   """Reads a JSON object of `DomainRandomization` fields; `params` is a list of
-  {"name", "kind", "low", "high", ...} objects. Checks every field."""
+  {"name", "kind", "low", "high", ...} objects. `"base": "<preset>"` starts from that preset
+  (the file's fields replace the preset's; `params`, if given, replaces all of them). Checks
+  every field."""
   import json
 
   try:
@@ -174,6 +176,10 @@ def load_spec(path: str) -> DomainRandomization:
     raise UserError(f"randomization file {path}: not valid JSON (line {e.lineno}): {e.msg}") from None
   if not isinstance(raw, dict):
     raise UserError(f"randomization file {path}: expected a JSON object")
+  base = raw.pop("base", "none")
+  if base not in PRESETS:
+    raise UserError(f"randomization file {path}: base must be a preset ({', '.join(PRESETS)}), "
+                    f"got {base!r}")
   top = {f.name for f in dataclasses.fields(DomainRandomization)}
   unknown = sorted(set(raw) - top)
   if unknown:
@@ -206,8 +212,10 @@ def load_spec(path: str) -> DomainRandomization:
   params = raw.get("params", [])
   if not isinstance(params, list):
     raise UserError(f"randomization file {path}: params must be a list")
+  if "params" in raw or base == "none":
+    kwargs["params"] = _load_params(path, params)
   try:
-    dr = DomainRandomization(params=_load_params(path, params), **kwargs)
+    dr = dataclasses.replace(PRESETS[base](), **kwargs)
     dr.validate()
   except UserError as e:
     raise UserError(f"randomization file {path}: {e}") from None

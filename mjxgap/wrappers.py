@@ -13,7 +13,8 @@ class AutoReset(Wrapper):
   Unlike Brax's `AutoResetWrapper`, which restores the first state of the run, this calls the
   env's `reset` so every episode samples new initial conditions (and, later, new physics).
   `metrics`, `reward`, `done`, `info["truncation"]` and `info["final_episode_metrics"]` stay
-  those of the finished step, so the caller still sees how the episode ended. Apply before `vmap`: `done` is a scalar here.
+  those of the finished step, and `info["final_obs"]` is the observation it ended in (a learner
+  bootstraps a time-limit cut from it), so the caller still sees how the episode ended. Apply before `vmap`: `done` is a scalar here.
   """
 
   def step(self, state: State, action: jax.Array) -> State:
@@ -23,7 +24,7 @@ class AutoReset(Wrapper):
     done = state.done > 0
     pick = lambda new, old: jnp.where(done, new, old)
     kept = {"rng": rng, "final_episode_metrics": state.info["episode_metrics"],
-            "truncation": state.info["truncation"]}
+            "truncation": state.info["truncation"], "final_obs": state.obs}
     info = {**jax.tree.map(pick, fresh.info, {k: state.info[k] for k in fresh.info}), **kept}
     return state.replace(
         pipeline_state=jax.tree.map(pick, fresh.pipeline_state, state.pipeline_state),
@@ -33,4 +34,5 @@ class AutoReset(Wrapper):
   def reset(self, rng: jax.Array) -> State:
     state = self.env.reset(rng)
     state.info["final_episode_metrics"] = state.info["episode_metrics"]
+    state.info["final_obs"] = state.obs
     return state

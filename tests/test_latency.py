@@ -188,6 +188,7 @@ def test_observation_noise_statistics(builtin_robot, distribution):
     ({"obs_noise": {"lidar": 0.1}}, "not an actor observation term"),
     ({"joint_group_delay_ms": [["arm_*", 0, 4]]}, "matches no actuated joint"),
     ({"params": [{"name": "m", "kind": "kp", "low": "a", "high": 1}]}, "must be a number"),
+    ({"base": "huge"}, "base must be a preset"),
 ])
 def test_bad_randomization_file_one_line_exit_2(tmp_path, capsys, spec, needle):
   path = tmp_path / "dr.json"
@@ -197,3 +198,18 @@ def test_bad_randomization_file_one_line_exit_2(tmp_path, capsys, spec, needle):
   assert e.value.code == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and err[0].startswith("mjxgap: error:") and needle in err[0], err
+
+
+def test_randomization_file_on_a_preset_base(tmp_path):
+  """`base` starts from a preset; the file's fields replace the preset's, `params` included."""
+  from mjxgap.randomization import load_spec, preset
+
+  path = tmp_path / "dr.json"
+  path.write_text(json.dumps({"base": "nominal_dr", "push_velocity_mps": [0.1, 0.5],
+                              "push_interval_s": [2, 5]}))
+  dr, ref = load_spec(str(path)), preset("nominal_dr")
+  assert dr.push_velocity_mps == (0.1, 0.5) and dr.push_interval_s == (2.0, 5.0)
+  assert dr.params == ref.params and dr.action_delay_ms == ref.action_delay_ms
+  assert dr.obs_noise == ref.obs_noise
+  path.write_text(json.dumps({"base": "nominal_dr", "params": []}))
+  assert load_spec(str(path)).params == () and load_spec(str(path)).pushes

@@ -1,0 +1,129 @@
+"""Checkpoints of the whole training state with orbax-checkpoint.
+
+A checkpoint is `RUN/checkpoints/<iteration>/` holding the flattened `TrainState` (params,
+optimiser, normalisers, env states, RNG, counters, curriculum) and a JSON record of the config and
+of every leaf's path, shape and dtype. Orbax writes into a temporary folder and renames it when
+complete, so a run killed during a save leaves the previous checkpoint as the latest one; the last
+`keep` checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pathlib
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from mjxgap.errors import UserError
+
+FORMAT_VERSION = 1
+logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's info chatter ("read only", ...)
+
+
+def _leaf_records(tree) -> list[list]:
+  paths, _ = jax.tree_util.tree_flatten_with_path(tree)
+  return [[jax.tree_util.keystr(p), list(np.shape(x)), str(np.dtype(x.dtype))] for p, x in paths]
+
+
+def _manager(directory: pathlib.Path, keep: int = 1, read_only: bool = False):
+  options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False,
+                                         create=not read_only, read_only=read_only)
+  return ocp.CheckpointManager(directory.absolute(), options=options,
+                               item_names=("state", "meta"))
+
+
+class Checkpointer:
+  """Saves and restores `TrainState`s under `run_dir/checkpoints`."""
+
+  def __init__(self, run_dir: str | pathlib.Path, keep: int = 3):
+    self.directory = pathlib.Path(run_dir) / "checkpoints"
+    self.keep = keep
+    self._mngr = None
+
+  def _writer(self):
+    if self._mngr is None:
+      self._mngr = _manager(self.directory, self.keep)
+    return self._mngr
+
+  def save(self, state, config: dict, version: str) -> None:
+    host = jax.device_get(state)
+    leaves = jax.tree.leaves(host)
+    meta = {"format": FORMAT_VERSION, "mjxgap_version": version, "config": config,
+            "iteration": int(host.iteration), "env_steps": int(host.env_steps),
+            "leaves": _leaf_records(host)}
+    step = int(host.iteration)
+    self._writer().save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave({f"{i:05d}": np.asarray(x) for i, x in enumerate(leaves)
+                                     if np.size(x)}),  # orbax refuses empty arrays
+        meta=ocp.args.JsonSave(meta)), force=True)
+    self._writer().wait_until_finished()
+
+  def close(self) -> None:
+    if self._mngr is not None:
+      self._mngr.close()
+      self._mngr = None
+
+
+def steps(run_dir: str | pathlib.Path) -> list[int]:
+  """Iterations with a complete checkpoint, oldest first."""
+  directory = pathlib.Path(run_dir) / "checkpoints"
+  if not directory.is_dir():
+    return []
+  return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit()
+                and (p / "state").is_dir() and (p / "meta").is_dir())
+
+
+def read_meta(run_dir: str | pathlib.Path, step: int | None = None) -> tuple[int, dict]:
+  """(iteration, metadata) of a checkpoint, by default the latest."""
+  run_dir = pathlib.Path(run_dir)
+  available = steps(run_dir)
+  if not available:
+    raise UserError(f"{run_dir}: no checkpoint in {run_dir / 'checkpoints'}")
+  step = available[-1] if step is None else step
+  if step not in available:
+    raise UserError(f"{run_dir}: no checkpoint at iteration {step}; have {available}")
+  try:
+    meta = _manager(run_dir / "checkpoints", read_only=True).restore(
+        step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+  except Exception as e:  # noqa: BLE001 - any orbax/IO failure means an unreadable checkpoint
+    raise UserError(f"{run_dir / 'checkpoints' / str(step)}: unreadable checkpoint metadata "
+                    f"({type(e).__name__})") from None
+  if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION or "leaves" not in meta:
+    raise UserError(f"{run_dir / 'checkpoints' / str(step)}: not an mjxgap checkpoint of format "
+                    f"{FORMAT_VERSION}")
+  return step, meta
+
+
+def restore(run_dir: str | pathlib.Path, abstract_state, step: int | None = None
+            ) -> tuple[Any, dict]:
+  """The state saved at `step` (default: latest), as host arrays shaped like `abstract_state`."""
+  run_dir = pathlib.Path(run_dir)
+  step, meta = read_meta(run_dir, step)
+  where = run_dir / "checkpoints" / str(step)
+  expected = _leaf_records(abstract_state)
+  if len(expected) != len(meta["leaves"]):
+    raise UserError(f"{where}: incompatible checkpoint: {len(meta['leaves'])} arrays saved, "
+                    f"this config needs {len(expected)}")
+  for want, have in zip(expected, meta["leaves"]):
+    if want != have:
+      raise UserError(f"{where}: incompatible checkpoint: {have[0]} is {have[2]}{have[1]}, this "
+                      f"config needs {want[2]}{want[1]}")
+  leaves, treedef = jax.tree.flatten(abstract_state)
+  target = {f"{i:05d}": np.zeros(x.shape, x.dtype) for i, x in enumerate(leaves)
+            if math.prod(x.shape)}
+  try:
+    saved = _manager(run_dir / "checkpoints", read_only=True).restore(
+        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))["state"]
+    arrays = [np.asarray(saved[f"{i:05d}"]) if math.prod(x.shape) else np.zeros(x.shape, x.dtype)
+              for i, x in enumerate(leaves)]
+  except Exception as e:  # noqa: BLE001 - any orbax/IO failure means an unreadable checkpoint
+    raise UserError(f"{where}: unreadable checkpoint ({type(e).__name__})") from None
+  for a, x in zip(arrays, leaves):
+    if a.shape != x.shape or a.dtype != x.dtype:
+      raise UserError(f"{where}: corrupt checkpoint: an array has shape {a.shape} {a.dtype}, "
+                      f"expected {x.shape} {x.dtype}")
+  return jax.tree.unflatten(treedef, arrays), meta

@@ -1,0 +1,215 @@
+"""Typed training configuration: PPO hyperparameters, the run around them, presets, overrides.
+
+A run is fully described by one `TrainConfig`, written as `config.json`; `--set a.b=value` on the
+command line overrides any field, parsed to that field's type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import typing
+from typing import Any, Mapping
+
+from mjxgap.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+  """The learner: rollout shape, PPO objective, optimiser and networks."""
+
+  num_envs: int = 256
+  unroll_length: int = 20  # control steps per env per iteration
+  num_minibatches: int = 8
+  num_epochs: int = 4
+  discount: float = 0.97
+  gae_lambda: float = 0.95
+  clip_epsilon: float = 0.2
+  value_clip_epsilon: float = 0.0  # 0: no value clipping
+  value_cost: float = 0.5
+  entropy_cost: float = 0.005
+  learning_rate: float = 3e-4
+  lr_schedule: str = "constant"  # constant | linear (to 0 at total_steps)
+  max_grad_norm: float = 1.0
+  normalize_advantages: bool = True
+  normalize_observations: bool = True
+  reward_scaling: float = 1.0
+  actor_hidden: tuple[int, ...] = (256, 128, 64)
+  critic_hidden: tuple[int, ...] = (256, 128, 64)
+  activation: str = "elu"  # elu | tanh | relu | swish
+  init_noise_std: float = 0.5
+  action_clip: float = 1.0  # actions sent to the env (and deployed) are clipped to +-this
+
+  def validate(self) -> None:
+    for name in ("num_envs", "unroll_length", "num_minibatches", "num_epochs"):
+      if getattr(self, name) < 1:
+        raise UserError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
+    for name in ("discount", "gae_lambda"):
+      if not 0.0 <= getattr(self, name) <= 1.0:
+        raise UserError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
+    for name in ("clip_epsilon", "learning_rate", "max_grad_norm", "reward_scaling",
+                 "init_noise_std", "action_clip"):
+      if not getattr(self, name) > 0:
+        raise UserError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
+    for name in ("value_clip_epsilon", "value_cost", "entropy_cost"):
+      if not getattr(self, name) >= 0:
+        raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
+    if self.lr_schedule not in ("constant", "linear"):
+      raise UserError(f"ppo.lr_schedule must be constant or linear, got {self.lr_schedule!r}")
+    if self.activation not in ("elu", "tanh", "relu", "swish"):
+      raise UserError(f"ppo.activation must be elu, tanh, relu or swish, got {self.activation!r}")
+    for name in ("actor_hidden", "critic_hidden"):
+      if not getattr(self, name) or min(getattr(self, name)) < 1:
+        raise UserError(f"ppo.{name} must be a non-empty list of positive layer sizes")
+    if (self.num_envs * self.unroll_length) % self.num_minibatches:
+      raise UserError(f"ppo.num_envs x ppo.unroll_length ({self.num_envs * self.unroll_length}) "
+                      f"must be divisible by ppo.num_minibatches ({self.num_minibatches})")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """One training run: what to train on, for how long, with which learner, and how to record."""
+
+  robot: str = "builtin"
+  task: str = "stand"
+  dr: str = "none"  # randomization preset or .json spec
+  seed: int = 0
+  total_steps: int = 1_000_000  # env steps (control steps summed over envs)
+  task_overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  ppo: PPOConfig = PPOConfig()
+  checkpoint_every: int = 20  # iterations
+  keep_checkpoints: int = 3
+  time_limit_s: float = 0.0  # wall-clock budget of one train call (0: none); stops with a checkpoint
+  preset: str = "custom"
+
+  def validate(self) -> None:
+    if self.total_steps < 1:
+      raise UserError(f"total_steps must be >= 1, got {self.total_steps}")
+    if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
+      raise UserError("checkpoint_every and keep_checkpoints must be >= 1")
+    if not self.time_limit_s >= 0:
+      raise UserError(f"time_limit_s must be >= 0, got {self.time_limit_s}")
+    self.ppo.validate()
+    from mjxgap.randomization import preset as randomization
+    from mjxgap.tasks import task_config
+
+    task_config(self.task, self.task_overrides)
+    randomization(self.dr).validate()
+
+  @property
+  def steps_per_iteration(self) -> int:
+    return self.ppo.num_envs * self.ppo.unroll_length
+
+  @property
+  def num_iterations(self) -> int:
+    return max(1, math.ceil(self.total_steps / self.steps_per_iteration))
+
+  def to_dict(self) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(self)))
+
+
+PRESETS: dict[str, TrainConfig] = {
+    # seconds to a few minutes on a laptop CPU: proves the whole pipeline, learns a little
+    "smoke": TrainConfig(
+        total_steps=40_960, checkpoint_every=5, preset="smoke",
+        ppo=PPOConfig(num_envs=64, unroll_length=16, num_minibatches=4, num_epochs=2,
+                      actor_hidden=(64, 64), critic_hidden=(64, 64))),
+    # the stand benchmark on a 2-core CPU (BENCHMARKS.md): 256 envs, ~30 minutes
+    "cpu": TrainConfig(
+        total_steps=6_000_000, checkpoint_every=50, preset="cpu",
+        ppo=PPOConfig(num_envs=256, unroll_length=20, num_minibatches=8, num_epochs=4,
+                      actor_hidden=(128, 128, 64), critic_hidden=(256, 128, 64),
+                      discount=0.99, entropy_cost=0.001, init_noise_std=0.3)),
+    # Playground's humanoid settings (FIELD_NOTES) for one or more GPUs
+    "gpu": TrainConfig(
+        total_steps=200_000_000, checkpoint_every=100, preset="gpu",
+        ppo=PPOConfig(num_envs=8192, unroll_length=20, num_minibatches=32, num_epochs=4,
+                      actor_hidden=(512, 256, 128), critic_hidden=(512, 256, 128))),
+}
+
+
+def preset(name: str) -> TrainConfig:
+  if name not in PRESETS:
+    raise UserError(f"unknown preset {name!r}; expected one of: {', '.join(PRESETS)}")
+  return PRESETS[name]
+
+
+def _parse(text: str, kind: Any, where: str) -> Any:
+  """`text` as a value of type `kind` (int, float, bool, str, tuple[int, ...])."""
+  origin = typing.get_origin(kind)
+  if origin is tuple:
+    item = typing.get_args(kind)[0]
+    parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
+    return tuple(_parse(p.strip(), item, where) for p in parts)
+  if kind is bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+      return True
+    if text.lower() in ("0", "false", "no", "off"):
+      return False
+    raise UserError(f"{where}: expected true or false, got {text!r}")
+  if kind is int:
+    try:
+      value = float(text)
+    except ValueError:
+      raise UserError(f"{where}: expected an integer, got {text!r}") from None
+    if not math.isfinite(value) or value != int(value):
+      raise UserError(f"{where}: expected an integer, got {text!r}")
+    return int(value)
+  if kind is float:
+    try:
+      value = float(text)
+    except ValueError:
+      raise UserError(f"{where}: expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+      raise UserError(f"{where}: expected a finite number, got {text!r}")
+    return value
+  return text
+
+
+def _field_types(cls) -> dict[str, Any]:
+  return typing.get_type_hints(cls)
+
+
+def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
+  """Applies `field=value` / `ppo.field=value` / `task.field=value` assignments."""
+  from mjxgap.locomotion import TaskConfig
+
+  for assignment in assignments:
+    key, sep, text = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+      raise UserError(f"--set {assignment!r}: expected FIELD=VALUE")
+    where = f"--set {key}"
+    head, _, rest = key.partition(".")
+    if head == "ppo" and rest:
+      types_ = _field_types(PPOConfig)
+      if rest not in types_:
+        raise UserError(f"{where}: PPOConfig has no field {rest!r}")
+      config = dataclasses.replace(
+          config, ppo=dataclasses.replace(config.ppo, **{rest: _parse(text, types_[rest], where)}))
+    elif head == "task" and rest:
+      types_ = _field_types(TaskConfig)
+      if rest not in types_ or rest in ("name", "rewards", "actor_obs", "critic_obs",
+                                        "command_ranges"):
+        raise UserError(f"{where}: not a numeric TaskConfig field")
+      config = dataclasses.replace(config, task_overrides={
+          **config.task_overrides, rest: _parse(text, types_[rest], where)})
+    else:
+      types_ = _field_types(TrainConfig)
+      if key not in types_ or key in ("ppo", "task_overrides"):
+        raise UserError(f"{where}: TrainConfig has no field {key!r}")
+      config = dataclasses.replace(config, **{key: _parse(text, types_[key], where)})
+  return config
+
+
+def from_dict(data: Mapping[str, Any], where: str) -> TrainConfig:
+  """A `TrainConfig` from its `to_dict()` form (e.g. a run's config.json), checked."""
+  try:
+    ppo_types = _field_types(PPOConfig)
+    ppo = {k: tuple(v) if typing.get_origin(ppo_types[k]) is tuple else v
+           for k, v in dict(data.get("ppo", {})).items()}
+    top = {k: v for k, v in data.items() if k != "ppo"}
+    return TrainConfig(**top, ppo=PPOConfig(**ppo))
+  except (TypeError, KeyError, AttributeError) as e:
+    raise UserError(f"{where}: not a training config ({e})") from None

@@ -1,0 +1,74 @@
+"""Deterministic evaluation of a run's checkpoint (or of the zero-action baseline) in MJX.
+
+Each of `episodes` envs runs one full episode from its own reset; an episode ends at its first
+`done` (fall, NaN or time limit). The zero-action policy holds the default pose: the baseline a
+stand policy must beat, so a long survival proves learning and not a robot that stands by itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjxgap.errors import UserError
+from mjxgap.ppo import checkpoint
+from mjxgap.ppo.run import load_config, make_trainer
+
+
+def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_003,
+             policy: str = "trained", dr: str | None = None, step: int | None = None) -> dict:
+  """Mean return, length and fall rate of `episodes` episodes with the deterministic policy."""
+  run_dir = pathlib.Path(run_dir)
+  config = load_config(run_dir)
+  if policy not in ("trained", "zero"):
+    raise UserError(f"--policy must be trained or zero, got {policy!r}")
+  eval_config = dataclasses.replace(config, dr=dr or config.dr)
+  trainer = make_trainer(eval_config)
+  env = trainer.env.env  # without auto-reset: one episode per env
+  iteration = None
+  if policy == "trained":
+    host_state, meta = checkpoint.restore(run_dir, make_trainer(config).init_abstract(), step)
+    iteration = meta["iteration"]
+    act = trainer.policy_fn(host_state.params, host_state.obs_stats)
+  else:
+    act = lambda obs: jnp.zeros(obs.shape[:-1] + (env.action_size,))
+
+  def run(key):
+    state = jax.vmap(env.reset)(jax.random.split(key, episodes))
+
+    def body(carry, _):
+      s, alive, ret, length, fell, timed_out = carry
+      nxt = jax.vmap(env.step)(s, act(s.obs["state"]))
+      ret = ret + alive * nxt.reward
+      length = length + alive
+      fell = fell + alive * nxt.metrics["fell"]
+      timed_out = timed_out + alive * nxt.info["truncation"]
+      alive = alive * (1.0 - nxt.done)
+      return (nxt, alive, ret, length, fell, timed_out), None
+
+    zeros = jnp.zeros(episodes)
+    carry = (state, jnp.ones(episodes), zeros, zeros, zeros, zeros)
+    (_, _, ret, length, fell, timed_out), _ = jax.lax.scan(body, carry, None,
+                                                            length=env.episode_steps)
+    return ret, length, fell, timed_out
+
+  ret, length, fell, timed_out = map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed)))
+  return {
+      "run": str(run_dir),
+      "policy": policy,
+      "iteration": iteration,
+      "robot": config.robot,
+      "task": config.task,
+      "dr": eval_config.dr,
+      "episodes": episodes,
+      "max_episode_length": env.episode_steps,
+      "episode_return": float(ret.mean()),
+      "episode_length": float(length.mean()),
+      "episode_length_fraction": float(length.mean() / env.episode_steps),
+      "survived_fraction": float(timed_out.mean()),  # reached the time limit
+      "fall_rate": float(fell.mean()),
+  }

@@ -1,0 +1,92 @@
+"""Generalised advantage estimation and the clipped PPO objective."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from mjxgap.ppo import networks
+
+
+def gae(rewards: jax.Array, values: jax.Array, next_values: jax.Array, dones: jax.Array,
+        truncations: jax.Array, discount: float, lam: float) -> tuple[jax.Array, jax.Array]:
+  """Advantages and value targets for a [time, ...] rollout with auto-reset.
+
+  `next_values[t]` is the value of the state step t ended in, before any reset, so an episode cut
+  by the time limit (`truncations[t]`) still bootstraps; a termination (done and not truncated)
+  does not. The recursion stops at every episode end.
+  """
+  terminal = dones * (1.0 - truncations)
+  deltas = rewards + discount * (1.0 - terminal) * next_values - values
+
+  def backward(carry, x):
+    delta, done = x
+    carry = delta + discount * lam * (1.0 - done) * carry
+    return carry, carry
+
+  _, adv = jax.lax.scan(backward, jnp.zeros_like(deltas[0]), (deltas, dones), reverse=True)
+  return adv, adv + values
+
+
+class Batch(NamedTuple):
+  """Flat transitions for the update; observations already normalised."""
+  obs: jax.Array
+  critic_obs: jax.Array
+  action: jax.Array
+  log_prob: jax.Array
+  value: jax.Array
+  advantage: jax.Array
+  target: jax.Array
+
+
+def _mean(x: jax.Array, axis_name: str | None) -> jax.Array:
+  m = jnp.mean(x)
+  return m if axis_name is None else jax.lax.pmean(m, axis_name)
+
+
+def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: float,
+             value_clip_epsilon: float, value_cost: float, entropy_cost: float,
+             normalize_advantages: bool, axis_name: str | None = None):
+  """Clipped surrogate + value loss - entropy bonus, averaged over the batch on every device.
+
+  With `axis_name`, the advantage statistics are those of the whole batch across devices, so
+  averaging the devices' gradients equals the gradient of one device holding all the data.
+  """
+  mean = apply_actor(params["actor"], batch.obs)
+  log_std = params["log_std"]
+  adv = batch.advantage
+  if normalize_advantages:
+    mu = _mean(adv, axis_name)
+    var = _mean(jnp.square(adv - mu), axis_name)
+    adv = (adv - mu) / (jnp.sqrt(var) + 1e-8)
+  logp = networks.log_prob(mean, log_std, batch.action)
+  ratio = jnp.exp(logp - batch.log_prob)
+  surrogate = jnp.minimum(ratio * adv,
+                          jnp.clip(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * adv)
+  policy_loss = -jnp.mean(surrogate)
+
+  value = apply_critic(params["critic"], batch.critic_obs)[..., 0]
+  value_err = jnp.square(value - batch.target)
+  if value_clip_epsilon > 0:
+    clipped = batch.value + jnp.clip(value - batch.value, -value_clip_epsilon, value_clip_epsilon)
+    value_err = jnp.maximum(value_err, jnp.square(clipped - batch.target))
+  value_loss = 0.5 * jnp.mean(value_err)
+  ent = jnp.mean(networks.entropy(jnp.broadcast_to(log_std, mean.shape)))
+  loss = policy_loss + value_cost * value_loss - entropy_cost * ent
+  info = {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": ent,
+          "approx_kl": jnp.mean((ratio - 1.0) - (logp - batch.log_prob)),
+          "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32))}
+  return loss, info
+
+
+def loss_and_grad(params, apply_actor, apply_critic, batch: Batch, axis_name: str | None = None,
+                  **loss_kwargs):
+  """The loss, its terms and its gradient; with `axis_name`, averaged over devices."""
+  (loss, info), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
+      params, apply_actor, apply_critic, batch, axis_name=axis_name, **loss_kwargs)
+  if axis_name is not None:
+    grads = jax.lax.pmean(grads, axis_name)
+    loss, info = jax.lax.pmean((loss, info), axis_name)
+  return loss, info, grads

@@ -1,0 +1,53 @@
+"""Actor and critic MLPs (Flax) and the diagonal Gaussian policy.
+
+The actor sees the normalised actor observation and outputs the action mean; a state-independent
+log standard deviation is a separate parameter. The deployed action is the mean clipped to
++-`action_clip`, the same clip the env gets during training. The critic sees the normalised
+privileged observation (asymmetric actor-critic).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS = {"elu": nn.elu, "tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
+
+
+class MLP(nn.Module):
+  hidden: Sequence[int]
+  out: int
+  activation: str = "elu"
+  out_scale: float = 1.0  # orthogonal init gain of the last layer
+
+  @nn.compact
+  def __call__(self, x):
+    act = ACTIVATIONS[self.activation]
+    for i, size in enumerate(self.hidden):
+      x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(math.sqrt(2)),
+                       name=f"hidden_{i}")(x))
+    return nn.Dense(self.out, kernel_init=nn.initializers.orthogonal(self.out_scale),
+                    name="out")(x)
+
+
+def make_actor(action_size: int, hidden: Sequence[int], activation: str) -> MLP:
+  return MLP(tuple(hidden), action_size, activation, out_scale=0.01)
+
+
+def make_critic(hidden: Sequence[int], activation: str) -> MLP:
+  return MLP(tuple(hidden), 1, activation, out_scale=1.0)
+
+
+def log_prob(mean: jax.Array, log_std: jax.Array, action: jax.Array) -> jax.Array:
+  """Log density of a diagonal Gaussian, summed over the last axis."""
+  z = (action - mean) * jnp.exp(-log_std)
+  return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * math.log(2 * math.pi), axis=-1)
+
+
+def entropy(log_std: jax.Array) -> jax.Array:
+  """Entropy of a diagonal Gaussian, summed over the action dimensions (nats)."""
+  return jnp.sum(log_std + 0.5 * math.log(2 * math.pi * math.e), axis=-1)

@@ -1,0 +1,291 @@
+"""A training run on disk: config, resume, the iteration loop, logs, checkpoints, curves.
+
+`RUN/config.json` is the resolved `TrainConfig`; `RUN/metrics.jsonl` has one JSON object per
+iteration; `RUN/tensorboard/` the same scalars for TensorBoard; `RUN/checkpoints/<iteration>/`
+the full training state; `RUN/learning_curves.png` is drawn at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import signal
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from mjxgap.errors import UserError
+from mjxgap.ppo import checkpoint
+from mjxgap.ppo.config import TrainConfig, from_dict
+from mjxgap.ppo.trainer import Trainer
+
+# Fields a resumed run cannot change: they define the env, the shapes of the saved state, or
+# what the network has learned to see.
+INCOMPATIBLE = ("robot", "task", "dr", "task_overrides", "ppo.num_envs", "ppo.actor_hidden",
+                "ppo.critic_hidden", "ppo.activation", "ppo.normalize_observations")
+
+
+def _get(config: TrainConfig, dotted: str):
+  head, _, rest = dotted.partition(".")
+  return getattr(getattr(config, head), rest) if rest else getattr(config, head)
+
+
+def load_config(run_dir: pathlib.Path) -> TrainConfig:
+  path = run_dir / "config.json"
+  if not path.is_file():
+    raise UserError(f"{run_dir}: not a training run (no config.json)")
+  try:
+    data = json.loads(path.read_text())
+  except (OSError, json.JSONDecodeError) as e:
+    raise UserError(f"{path}: unreadable JSON ({e})") from None
+  if not isinstance(data, dict):
+    raise UserError(f"{path}: expected a JSON object")
+  config = from_dict(data, str(path))
+  config.validate()
+  return config
+
+
+def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.Path) -> None:
+  for field in INCOMPATIBLE:
+    a, b = _get(saved, field), _get(requested, field)
+    if json.dumps(a, sort_keys=True, default=list) != json.dumps(b, sort_keys=True, default=list):
+      raise UserError(f"--resume {where}: incompatible config: {field} was {a!r}, now {b!r}")
+
+
+def make_trainer(config: TrainConfig) -> Trainer:
+  from mjxgap.robot import load_robot
+  from mjxgap.tasks import make_env
+
+  env = make_env(config.task, load_robot(config.robot), config.task_overrides, config.dr)
+  return Trainer(env, config.ppo, config.total_steps)
+
+
+def _write_atomic(path: pathlib.Path, text: str) -> None:
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "w") as f:
+      f.write(text)
+    os.replace(tmp, path)
+  except BaseException:
+    pathlib.Path(tmp).unlink(missing_ok=True)
+    raise
+
+
+def _scalars(metrics: dict, trainer: Trainer, iteration: int, env_steps: int, sps: float
+             ) -> dict[str, Any]:
+  """One metrics.jsonl line: per-episode means over episodes finished this iteration."""
+  m = {k: float(v) for k, v in metrics.items()}
+  episodes = m.pop("episodes")
+  row: dict[str, Any] = {"iteration": iteration, "env_steps": env_steps, "sps": round(sps, 1),
+                         "episodes": int(episodes)}
+  per_episode = lambda total: total / episodes if episodes else None  # None: none finished
+  for k in [k for k in m if k.startswith("episode_")]:
+    row[k] = per_episode(m.pop(k))
+  row["fall_rate"] = per_episode(m.pop("falls"))
+  row["truncation_rate"] = per_episode(m.pop("truncations"))
+  row["nan_resets"] = int(m.pop("nan_resets"))
+  updates = iteration * trainer.config.num_epochs * trainer.config.num_minibatches
+  row["learning_rate"] = float(trainer.learning_rate(updates))
+  row.update(m)
+  return row
+
+
+class _Progress:
+  """One status line on stderr: a bar on a terminal, a line every few seconds otherwise."""
+
+  def __init__(self, total_steps: int, enabled: bool):
+    self.total = total_steps
+    self.enabled = enabled
+    self.tty = sys.stderr.isatty()
+    self.last = 0.0
+    self.returns: list[float] = []
+
+  def update(self, row: dict, elapsed_s: float, steps_done_here: int, final: bool = False):
+    if not self.enabled:
+      return
+    if row.get("episode_return") is not None:
+      self.returns = (self.returns + [row["episode_return"]])[-20:]
+    now = time.monotonic()
+    if not (self.tty or final or now - self.last >= 10.0):
+      return
+    self.last = now
+    frac = min(1.0, row["env_steps"] / self.total)
+    rate = steps_done_here / elapsed_s if elapsed_s > 0 else 0.0
+    eta = (self.total - row["env_steps"]) / rate if rate > 0 else math.inf
+    ret = f"{np.mean(self.returns):8.2f}" if self.returns else "     n/a"
+    bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
+    eta_text = time.strftime("%H:%M:%S", time.gmtime(eta)) if math.isfinite(eta) else "--:--:--"
+    line = (f"[{bar}] {row['env_steps']:,}/{self.total:,} steps  {row['sps']:,.0f} steps/s  "
+            f"return {ret}  ETA {eta_text}")
+    print(("\r" + line) if self.tty else line, end="\n" if (final or not self.tty) else "",
+          file=sys.stderr, flush=True)
+
+
+def plot_curves(rows: list[dict], path: pathlib.Path, title: str) -> None:
+  """Learning curves (return, episode length, losses, entropy) against env steps."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  steps = np.array([r["env_steps"] for r in rows], float)
+  series = lambda k: np.array([np.nan if r.get(k) is None else r[k] for r in rows], float)
+  fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+  for ax, keys, label in ((axes[0, 0], ("episode_return",), "episode return"),
+                          (axes[0, 1], ("episode_length",), "episode length (steps)"),
+                          (axes[1, 0], ("policy_loss", "value_loss"), "loss"),
+                          (axes[1, 1], ("entropy",), "policy entropy (nats)")):
+    for k in keys:
+      y = series(k)
+      ax.plot(steps, y, alpha=0.35 if k.startswith("episode") else 1.0, label=k)
+      if k.startswith("episode"):
+        ok = ~np.isnan(y)
+        if ok.sum() > 5:
+          w = max(1, ok.sum() // 20)
+          smooth = np.convolve(y[ok], np.ones(w) / w, mode="valid")
+          ax.plot(steps[ok][w - 1:], smooth, label=f"{k} (mean of {w})")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(label)
+    ax.legend(fontsize=7)
+  fig.suptitle(title)
+  fig.tight_layout()
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+  os.close(fd)
+  try:
+    fig.savefig(tmp, dpi=90)
+    os.replace(tmp, path)
+  finally:
+    plt.close(fig)
+    pathlib.Path(tmp).unlink(missing_ok=True)
+
+
+def _read_metrics(path: pathlib.Path, up_to: int) -> list[dict]:
+  if not path.exists():
+    return []
+  rows = []
+  for line in path.read_text().splitlines():
+    try:
+      row = json.loads(line)
+    except json.JSONDecodeError:
+      continue  # a line cut by a kill
+    if row.get("iteration", math.inf) <= up_to:
+      rows.append(row)
+  return rows
+
+
+def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
+          progress: bool = True,
+          log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> dict:
+  """Trains (or continues) the run in `out` to `config.total_steps`; returns a summary.
+
+  SIGTERM or SIGUSR1 (Slurm's warning before a time limit or preemption) and
+  `config.time_limit_s` stop the run at the next iteration boundary with a checkpoint;
+  `--resume` continues it.
+  """
+  from mjxgap import __version__
+
+  out = pathlib.Path(out)
+  config.validate()
+  if resume:
+    check_resumable(load_config(out), config, out)
+    if not checkpoint.steps(out):
+      raise UserError(f"--resume {out}: no checkpoint in {out / 'checkpoints'}")
+  elif (out / "config.json").exists() or checkpoint.steps(out):
+    raise UserError(f"{out} already holds a run; pass --resume to continue it or choose "
+                    "another --out")
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+    _write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2) + "\n")
+  except OSError as e:
+    raise UserError(f"cannot write to {out}: {e.strerror or e}") from None
+
+  trainer = make_trainer(config)
+  if resume:
+    host_state, meta = checkpoint.restore(out, trainer.init_abstract())
+    state = trainer.place(host_state)
+    log(f"resuming {out} at iteration {meta['iteration']} ({meta['env_steps']:,} env steps)")
+  else:
+    state = trainer.init(config.seed)
+  start_iteration = int(state.iteration)
+  rows = _read_metrics(out / "metrics.jsonl", start_iteration)
+  _write_atomic(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+
+  from tensorboardX import SummaryWriter
+
+  writer = SummaryWriter(str(out / "tensorboard"))
+  saver = checkpoint.Checkpointer(out, keep=config.keep_checkpoints)
+  stop = {"signal": None}
+  handlers = {}
+
+  def on_signal(signum, _frame):
+    stop["signal"] = signum
+
+  for sig in (signal.SIGTERM, signal.SIGUSR1):
+    try:
+      handlers[sig] = signal.signal(sig, on_signal)
+    except ValueError:  # not the main thread
+      pass
+
+  bar = _Progress(config.num_iterations * config.steps_per_iteration, progress)
+  t_start = time.perf_counter()
+  first_iteration_s = None
+  iteration = start_iteration
+  try:
+    with open(out / "metrics.jsonl", "a") as metrics_file:
+      while iteration < config.num_iterations:
+        t0 = time.perf_counter()
+        state, metrics = trainer.iteration(state)
+        metrics = jax.device_get(metrics)
+        iteration += 1
+        elapsed = time.perf_counter() - t0
+        if first_iteration_s is None:
+          first_iteration_s = time.perf_counter() - t_start
+        row = _scalars(metrics, trainer, iteration, iteration * config.steps_per_iteration,
+                       config.steps_per_iteration / elapsed)
+        rows.append(row)
+        metrics_file.write(json.dumps(row) + "\n")
+        metrics_file.flush()
+        for k, v in row.items():
+          if k not in ("iteration", "env_steps") and v is not None:
+            writer.add_scalar(k, v, row["env_steps"])
+        bar.update(row, time.perf_counter() - t_start,
+                   (iteration - start_iteration) * config.steps_per_iteration,
+                   final=iteration == config.num_iterations)
+        out_of_time = (config.time_limit_s > 0
+                       and time.perf_counter() - t_start >= config.time_limit_s)
+        stopping = out_of_time or stop["signal"] is not None
+        if (iteration % config.checkpoint_every == 0 or iteration == config.num_iterations
+            or stopping):
+          saver.save(state, config.to_dict(), __version__)
+        if stopping:
+          break
+  finally:
+    saver.close()
+    writer.close()
+    for sig, handler in handlers.items():
+      signal.signal(sig, handler)
+
+  if rows:
+    plot_curves(rows, out / "learning_curves.png",
+                f"{config.robot} / {config.task} / dr={config.dr} / preset={config.preset}")
+  finished = [r for r in rows if r.get("episode_return") is not None]
+  recent = finished[-max(1, len(finished) // 10):] if finished else []
+  return {
+      "run": str(out),
+      "iteration": iteration,
+      "env_steps": iteration * config.steps_per_iteration,
+      "complete": iteration >= config.num_iterations,
+      "stopped_by_signal": stop["signal"] is not None,
+      "wall_s": round(time.perf_counter() - t_start, 1),
+      "first_iteration_s": None if first_iteration_s is None else round(first_iteration_s, 2),
+      "recent_episode_return": float(np.mean([r["episode_return"] for r in recent]))
+      if recent else None,
+      "recent_episode_length": float(np.mean([r["episode_length"] for r in recent]))
+      if recent else None,
+  }

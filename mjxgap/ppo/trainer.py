@@ -1,0 +1,244 @@
+"""The PPO training iteration: rollout, GAE, minibatch SGD and statistics, in one jitted call.
+
+`Trainer.iteration(state) -> (state, metrics)` is the whole algorithm, run data-parallel with
+`shard_map` over a 1-D mesh of every local device: each device steps its share of the envs,
+gradients, advantage and normaliser statistics are averaged over the mesh, so parameters and
+optimiser state stay identical (replicated) everywhere. The env is any Brax `Env` whose
+observation is a dict with the actor's `"state"` and the critic's `"privileged_state"`, wrapped in
+`mjxgap.wrappers.AutoReset`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from mjxgap.errors import UserError
+from mjxgap.ppo import losses, networks
+from mjxgap.ppo import normalizer as norm
+from mjxgap.ppo.config import PPOConfig
+from mjxgap.wrappers import AutoReset
+
+AXIS = "data"
+
+
+class TrainState(NamedTuple):
+  """Everything a run needs to continue exactly: the checkpoint is this tree."""
+  params: Any  # {"actor", "critic", "log_std"}
+  opt_state: Any
+  obs_stats: norm.RunningStats
+  critic_obs_stats: norm.RunningStats
+  env_state: Any  # batched Brax State, envs split over devices
+  rng: jax.Array
+  iteration: jax.Array  # int32
+  env_steps: jax.Array  # int32
+  curriculum: Any  # curriculum state of later features (ADR); {} when none
+
+
+def _episode_sums(transitions, names):
+  """Per-iteration sums over finished episodes (return, length, reward terms) and counts."""
+  done = transitions["done"]
+  fin = transitions["final_episode_metrics"]
+  out = {f"episode_{k}" if k in ("return", "length") else f"episode_reward/{k}":
+         jnp.sum(fin[k] * done) for k in names}
+  out["episodes"] = jnp.sum(done)
+  out["falls"] = jnp.sum(transitions["fell"] * done)
+  out["nan_resets"] = jnp.sum(transitions["nan"])
+  out["truncations"] = jnp.sum(transitions["truncation"] * done)
+  return out
+
+
+class Trainer:
+  """Builds and holds the jitted functions of one (env, config, mesh)."""
+
+  def __init__(self, env, config: PPOConfig, total_steps: int, devices=None):
+    self.env = env if isinstance(env, AutoReset) else AutoReset(env)
+    self.config = config
+    devices = list(devices or jax.local_devices())
+    if config.num_envs % len(devices):
+      raise UserError(f"ppo.num_envs ({config.num_envs}) must be a multiple of the number of "
+                      f"devices ({len(devices)})")
+    self.mesh = jax.sharding.Mesh(np.array(devices), (AXIS,))
+    self.num_devices = len(devices)
+    self.action_size = env.action_size
+    obs_shapes = jax.eval_shape(env.reset, jax.random.key(0)).obs
+    self.obs_size = int(obs_shapes["state"].shape[-1])
+    self.critic_obs_size = int(obs_shapes["privileged_state"].shape[-1])
+    self.actor = networks.make_actor(self.action_size, config.actor_hidden, config.activation)
+    self.critic = networks.make_critic(config.critic_hidden, config.activation)
+    steps_per_iteration = config.num_envs * config.unroll_length
+    self.num_iterations = max(1, math.ceil(total_steps / steps_per_iteration))
+    updates = self.num_iterations * config.num_epochs * config.num_minibatches
+    self.learning_rate = (optax.constant_schedule(config.learning_rate)
+                          if config.lr_schedule == "constant"
+                          else optax.linear_schedule(config.learning_rate, 0.0, updates))
+    self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                                 optax.adam(self.learning_rate))
+    self._episode_metric_names = tuple(
+        jax.eval_shape(self.env.reset, jax.random.key(0)).info["final_episode_metrics"])
+    self._env_sharding = NamedSharding(self.mesh, P(AXIS))
+    self._replicated = NamedSharding(self.mesh, P())
+
+  # ----------------------------------------------------------------------------------------
+  # initial state and shardings
+
+  def init(self, seed: int, curriculum: Any = None) -> TrainState:
+    """A fresh state on the mesh: initial networks, empty normalisers, reset envs."""
+    state = jax.jit(self._init_unplaced)(jnp.int32(seed))
+    return self.place(state._replace(curriculum=curriculum if curriculum is not None else {}))
+
+  def init_abstract(self) -> TrainState:
+    """The state's structure (for specs and checkpoint restore) without running anything."""
+    return jax.eval_shape(self._init_unplaced, jnp.int32(0))
+
+  def _init_unplaced(self, seed: jax.Array) -> TrainState:
+    key = jax.random.PRNGKey(seed)
+    key, k_actor, k_critic, k_env = jax.random.split(key, 4)
+    params = {
+        "actor": self.actor.init(k_actor, jnp.zeros((1, self.obs_size))),
+        "critic": self.critic.init(k_critic, jnp.zeros((1, self.critic_obs_size))),
+        "log_std": jnp.full((self.action_size,), math.log(self.config.init_noise_std),
+                            jnp.float32),  # not weak-typed: SGD's output must match its input
+    }
+    return TrainState(
+        params=params, opt_state=self.optimizer.init(params),
+        obs_stats=norm.init(self.obs_size), critic_obs_stats=norm.init(self.critic_obs_size),
+        env_state=jax.vmap(self.env.reset)(jax.random.split(k_env, self.config.num_envs)),
+        rng=key, iteration=jnp.zeros((), jnp.int32), env_steps=jnp.zeros((), jnp.int32),
+        curriculum={})
+
+  def _specs(self, state: TrainState) -> TrainState:
+    specs = jax.tree.map(lambda _: P(), state)
+    return specs._replace(env_state=jax.tree.map(lambda _: P(AXIS), state.env_state))
+
+  def place(self, state: TrainState) -> TrainState:
+    """Puts a (host or device) state on the mesh: envs split, everything else replicated."""
+    shardings = jax.tree.map(lambda s: NamedSharding(self.mesh, s), self._specs(state))
+    return jax.device_put(state, shardings)
+
+  # ----------------------------------------------------------------------------------------
+  # the algorithm (per device, inside shard_map)
+
+  def _normalize(self, stats, x):
+    return norm.normalize(stats, x) if self.config.normalize_observations else x
+
+  def _rollout(self, state: TrainState, key: jax.Array):
+    """`unroll_length` steps of every local env with the current stochastic policy."""
+    cfg, params = self.config, state.params
+    value_fn = lambda cobs: self.critic.apply(params["critic"], cobs)[..., 0]
+
+    def step(env_state, k):
+      obs = self._normalize(state.obs_stats, env_state.obs["state"])
+      cobs = self._normalize(state.critic_obs_stats, env_state.obs["privileged_state"])
+      mean = self.actor.apply(params["actor"], obs)
+      action = mean + jnp.exp(params["log_std"]) * jax.random.normal(k, mean.shape)
+      nxt = jax.vmap(self.env.step)(env_state, jnp.clip(action, -cfg.action_clip,
+                                                        cfg.action_clip))
+      final_cobs = self._normalize(state.critic_obs_stats,
+                                    nxt.info["final_obs"]["privileged_state"])
+      out = {
+          "obs": obs, "critic_obs": cobs, "action": action,
+          "log_prob": networks.log_prob(mean, params["log_std"], action),
+          "value": value_fn(cobs), "next_value": value_fn(final_cobs),
+          "reward": nxt.reward * cfg.reward_scaling, "done": nxt.done,
+          "truncation": nxt.info["truncation"], "fell": nxt.metrics["fell"],
+          "nan": nxt.metrics["nan"], "final_episode_metrics": nxt.info["final_episode_metrics"],
+          "raw_obs": env_state.obs["state"], "raw_critic_obs": env_state.obs["privileged_state"],
+      }
+      return nxt, out
+
+    return jax.lax.scan(step, state.env_state, jax.random.split(key, cfg.unroll_length))
+
+  def _sgd(self, params, opt_state, batch: losses.Batch, key: jax.Array):
+    """`num_epochs` passes of shuffled minibatches; gradients averaged over devices."""
+    cfg = self.config
+    n = batch.obs.shape[0]
+    loss_kwargs = dict(clip_epsilon=cfg.clip_epsilon, value_clip_epsilon=cfg.value_clip_epsilon,
+                       value_cost=cfg.value_cost, entropy_cost=cfg.entropy_cost,
+                       normalize_advantages=cfg.normalize_advantages)
+
+    def minibatch_step(carry, mb):
+      params, opt_state = carry
+      loss, info, grads = losses.loss_and_grad(params, self.actor.apply, self.critic.apply, mb,
+                                               axis_name=AXIS, **loss_kwargs)
+      updates, opt_state = self.optimizer.update(grads, opt_state, params)
+      info = {**info, "loss": loss, "grad_norm": optax.tree.norm(grads)}
+      return (optax.apply_updates(params, updates), opt_state), info
+
+    def epoch(carry, k):
+      perm = jax.random.permutation(k, n)
+      mbs = jax.tree.map(lambda x: x[perm].reshape(cfg.num_minibatches, -1, *x.shape[1:]), batch)
+      return jax.lax.scan(minibatch_step, carry, mbs)
+
+    (params, opt_state), info = jax.lax.scan(epoch, (params, opt_state),
+                                             jax.random.split(key, cfg.num_epochs))
+    return params, opt_state, jax.tree.map(jnp.mean, info)
+
+  def _iteration(self, state: TrainState):
+    cfg = self.config
+    rng, k_roll, k_sgd = jax.random.split(state.rng, 3)
+    device = jax.lax.axis_index(AXIS)
+    env_state, tr = self._rollout(state, jax.random.fold_in(k_roll, device))
+    adv, target = losses.gae(tr["reward"], tr["value"], tr["next_value"], tr["done"],
+                             tr["truncation"], cfg.discount, cfg.gae_lambda)
+    flat = lambda x: x.reshape(-1, *x.shape[2:])
+    batch = losses.Batch(obs=flat(tr["obs"]), critic_obs=flat(tr["critic_obs"]),
+                         action=flat(tr["action"]), log_prob=flat(tr["log_prob"]),
+                         value=flat(tr["value"]), advantage=flat(adv), target=flat(target))
+    params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
+                                            jax.random.fold_in(k_sgd, device))
+    obs_stats, critic_stats = state.obs_stats, state.critic_obs_stats
+    if cfg.normalize_observations:
+      obs_stats = norm.update(obs_stats, tr["raw_obs"], AXIS)
+      critic_stats = norm.update(critic_stats, tr["raw_critic_obs"], AXIS)
+    sums = jax.lax.psum(_episode_sums(tr, self._episode_metric_names), AXIS)
+    metrics = {**sums, **sgd_info,
+               "reward_per_step": jax.lax.pmean(jnp.mean(tr["reward"]), AXIS) / cfg.reward_scaling,
+               "action_std": jnp.mean(jnp.exp(params["log_std"])),
+               "value_mean": jax.lax.pmean(jnp.mean(tr["value"]), AXIS)}
+    new_state = TrainState(
+        params=params, opt_state=opt_state, obs_stats=obs_stats, critic_obs_stats=critic_stats,
+        env_state=env_state, rng=rng, iteration=state.iteration + 1,
+        env_steps=state.env_steps + cfg.num_envs * cfg.unroll_length,
+        curriculum=state.curriculum)
+    return new_state, metrics
+
+  def _collect(self, state: TrainState):
+    """The rollout alone (no learning): the baseline of `learner_overhead`."""
+    rng, k_roll = jax.random.split(state.rng)
+    env_state, tr = self._rollout(state, jax.random.fold_in(k_roll, jax.lax.axis_index(AXIS)))
+    return state._replace(env_state=env_state, rng=rng), jax.lax.psum(jnp.sum(tr["reward"]), AXIS)
+
+  def _sharded(self, fn, state_example: TrainState, metrics_spec=P()):
+    specs = self._specs(state_example)
+    return jax.jit(jax.shard_map(fn, mesh=self.mesh, in_specs=(specs,),
+                                 out_specs=(specs, metrics_spec), check_vma=False),
+                   donate_argnums=0)
+
+  @functools.cached_property
+  def iteration(self):
+    """jitted `state -> (state, metrics)`; the input state's buffers are donated."""
+    return self._sharded(self._iteration, self.init_abstract())
+
+  @functools.cached_property
+  def collect(self):
+    """jitted `state -> (state, reward sum)`: the same rollout without learning."""
+    return self._sharded(self._collect, self.init_abstract())
+
+  # ----------------------------------------------------------------------------------------
+  # the deployed policy
+
+  def policy_fn(self, params, obs_stats):
+    """`obs [..., obs_size] -> action`: the deterministic, clipped action a robot runs."""
+    def act(obs):
+      return jnp.clip(self.actor.apply(params["actor"], self._normalize(obs_stats, obs)),
+                      -self.config.action_clip,
+                      self.config.action_clip)
+    return act

@@ -1,0 +1,219 @@
+"""PPO's maths against independent references: numpy loops, hand-computed values, numpy stats."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mjxgap.ppo import losses, networks
+from mjxgap.ppo import normalizer as norm
+
+
+def _gae_forward_sums(r, v, next_v, done, trunc, gamma, lam):
+  """Advantages as explicit forward sums of discounted TD errors to the end of each episode
+  (or of the rollout) - a different algorithm from the backward recursion under test."""
+  T, E = r.shape
+  adv = np.zeros((T, E))
+  for e in range(E):
+    for t in range(T):
+      total, k = 0.0, 0
+      while t + k < T:
+        s = t + k
+        terminal = done[s, e] and not trunc[s, e]
+        delta = r[s, e] + gamma * (0.0 if terminal else next_v[s, e]) - v[s, e]
+        total += (gamma * lam) ** k * delta
+        if done[s, e]:
+          break
+        k += 1
+      adv[t, e] = total
+  return adv
+
+
+def test_gae_matches_forward_sums_with_terminations_and_truncations():
+  rng = np.random.default_rng(0)
+  T, E = 17, 5
+  r, v, nv = (rng.normal(size=(T, E)) for _ in range(3))
+  done = rng.random((T, E)) < 0.2
+  trunc = done & (rng.random((T, E)) < 0.5)
+  assert done.sum() > 5 and trunc.sum() > 1 and (done & ~trunc).sum() > 1
+  adv, target = losses.gae(*(jnp.asarray(x, jnp.float32) for x in (r, v, nv, done, trunc)),
+                           0.97, 0.9)
+  expected = _gae_forward_sums(r, v, nv, done, trunc, 0.97, 0.9)
+  np.testing.assert_allclose(adv, expected, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(target, expected + v, rtol=1e-5, atol=1e-5)
+
+
+def test_gae_hand_computed():
+  # one env, gamma 0.5, lambda 1: r = 1, 2, 3; values 0; bootstrap value 4 after the last step;
+  # A0 = 1 + 0.5*2 + 0.25*3 + 0.125*4 = 3.25.  A truncation at step 1 bootstraps there (V=8):
+  # A0 = 1 + 0.5*(2 + 0.5*8) = 4; a termination at step 1 does not: A0 = 1 + 0.5*2 = 2.
+  r = jnp.array([[1.0], [2.0], [3.0]])
+  zeros = jnp.zeros((3, 1))
+  nv = jnp.array([[0.0], [0.0], [4.0]])
+  adv, _ = losses.gae(r, zeros, nv, zeros, zeros, 0.5, 1.0)
+  assert float(adv[0, 0]) == pytest.approx(3.25)
+  done = jnp.array([[0.0], [1.0], [0.0]])
+  adv, _ = losses.gae(r, zeros, nv.at[1, 0].set(8.0), done, done, 0.5, 1.0)
+  assert float(adv[0, 0]) == pytest.approx(4.0)
+  adv, _ = losses.gae(r, zeros, nv.at[1, 0].set(8.0), done, zeros, 0.5, 1.0)
+  assert float(adv[0, 0]) == pytest.approx(2.0)
+  assert float(adv[2, 0]) == pytest.approx(3.0 + 0.5 * 4.0)  # a new episode after the end
+
+
+def _hand_batch():
+  # 1-D actions; the "actor" is mean = w * obs, the "critic" value = c * critic_obs
+  return losses.Batch(
+      obs=jnp.array([[1.0], [2.0], [-1.0], [0.5]]),
+      critic_obs=jnp.array([[1.0], [0.0], [2.0], [-1.0]]),
+      action=jnp.array([[0.5], [1.5], [-2.0], [0.0]]),
+      log_prob=jnp.array([-1.0, -1.2, -3.0, -0.9]),
+      value=jnp.array([0.5, 0.1, 1.5, -0.4]),
+      advantage=jnp.array([1.0, -2.0, 0.5, 3.0]),
+      target=jnp.array([1.5, -1.0, 2.5, 0.0]))
+
+
+def _hand_loss(w, c, log_std, b, clip, vclip, vcost, ecost, norm_adv):
+  """The PPO loss written out in plain numpy for the hand batch."""
+  obs, cobs, act = (np.asarray(x)[:, 0] for x in (b.obs, b.critic_obs, b.action))
+  old_lp, old_v, adv, tgt = (np.asarray(x, float) for x in
+                             (b.log_prob, b.value, b.advantage, b.target))
+  if norm_adv:
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+  sigma = math.exp(log_std)
+  lp = -0.5 * ((act - w * obs) / sigma) ** 2 - log_std - 0.5 * math.log(2 * math.pi)
+  ratio = np.exp(lp - old_lp)
+  pg = -np.mean(np.minimum(ratio * adv, np.clip(ratio, 1 - clip, 1 + clip) * adv))
+  v = c * cobs
+  err = (v - tgt) ** 2
+  if vclip:
+    err = np.maximum(err, (old_v + np.clip(v - old_v, -vclip, vclip) - tgt) ** 2)
+  vl = 0.5 * err.mean()
+  ent = log_std + 0.5 * math.log(2 * math.pi * math.e)
+  return pg + vcost * vl - ecost * ent, pg, vl, ent
+
+
+@pytest.mark.parametrize("vclip,norm_adv", [(0.0, False), (0.2, True)])
+def test_ppo_loss_hand_computed(vclip, norm_adv):
+  params = {"actor": jnp.array(0.8), "critic": jnp.array(1.3), "log_std": jnp.array([-0.2])}
+  b = _hand_batch()
+  loss, info = losses.ppo_loss(params, lambda w, x: w * x, lambda c, x: c * x, b,
+                               clip_epsilon=0.2, value_clip_epsilon=vclip, value_cost=0.5,
+                               entropy_cost=0.01, normalize_advantages=norm_adv)
+  total, pg, vl, ent = _hand_loss(0.8, 1.3, -0.2, b, 0.2, vclip, 0.5, 0.01, norm_adv)
+  assert float(info["policy_loss"]) == pytest.approx(pg, rel=1e-5)
+  assert float(info["value_loss"]) == pytest.approx(vl, rel=1e-5)
+  assert float(info["entropy"]) == pytest.approx(ent, rel=1e-6)
+  assert float(loss) == pytest.approx(total, rel=1e-5)
+
+
+def test_gaussian_log_prob_and_entropy_match_scipy():
+  from scipy import stats
+
+  mean, log_std, a = np.array([0.3, -1.0]), np.array([-0.5, 0.2]), np.array([0.1, 0.4])
+  ref = stats.norm(mean, np.exp(log_std))
+  assert float(networks.log_prob(mean, log_std, a)) == pytest.approx(ref.logpdf(a).sum(), rel=1e-6)
+  assert float(networks.entropy(log_std)) == pytest.approx(ref.entropy().sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("offset,scale", [(0.0, 1.0), (1000.0, 0.01)])
+def test_normalizer_matches_numpy_over_a_stream(offset, scale):
+  rng = np.random.default_rng(1)
+  batches = [(offset + scale * rng.normal(size=(n, 3)) * [1, 2, 3]).astype(np.float32)
+             for n in (1, 7, 64, 3, 128)]
+  stats = norm.init(3)
+  update = jax.jit(norm.update)
+  for b in batches:
+    stats = update(stats, jnp.asarray(b))
+  data = np.concatenate(batches).astype(np.float64)
+  assert int(stats.count) == len(data)
+  np.testing.assert_allclose(stats.mean, data.mean(0), rtol=1e-6, atol=1e-6 * scale)
+  # float32 data: the variance is good to a few ulps of the deviations, even 1e5 stds off 0
+  np.testing.assert_allclose(norm.variance(stats), data.var(0), rtol=2e-3)
+  z = norm.normalize(stats, jnp.asarray(batches[2]))
+  np.testing.assert_allclose(z, (batches[2] - data.mean(0)) / np.sqrt(data.var(0) + 1e-6),
+                             rtol=2e-3, atol=2e-3)
+
+
+def test_normalizer_in_float64():
+  with jax.enable_x64(True):
+    rng = np.random.default_rng(2)
+    batches = [1e6 + 1e-3 * rng.normal(size=(n, 2)) for n in (5, 50, 500)]
+    stats = norm.init(2, jnp.float64)
+    for b in batches:
+      stats = norm.update(stats, jnp.asarray(b))
+    data = np.concatenate(batches)
+    assert stats.mean.dtype == jnp.float64
+    np.testing.assert_allclose(stats.mean, data.mean(0), rtol=1e-14)
+    np.testing.assert_allclose(norm.variance(stats), data.var(0), rtol=1e-6)
+
+
+def test_normalizer_identity_before_data():
+  x = jnp.array([[3.0, -2.0]])
+  np.testing.assert_array_equal(norm.normalize(norm.init(2), x), x)
+
+
+_TWO_DEVICES = textwrap.dedent("""
+    import json
+    import jax, jax.numpy as jnp, numpy as np
+    import mjxgap
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from mjxgap.ppo import losses, networks
+    from mjxgap.ppo import normalizer as norm
+    assert jax.device_count() == 2
+    actor, critic = networks.make_actor(3, (16, 16), "elu"), networks.make_critic((16,), "tanh")
+    k = jax.random.split(jax.random.PRNGKey(0), 8)
+    params = {"actor": actor.init(k[0], jnp.zeros((1, 5))),
+              "critic": critic.init(k[1], jnp.zeros((1, 7))), "log_std": jnp.full(3, -0.5)}
+    n = 64
+    batch = losses.Batch(obs=jax.random.normal(k[2], (n, 5)),
+                         critic_obs=jax.random.normal(k[3], (n, 7)),
+                         action=jax.random.normal(k[4], (n, 3)),
+                         log_prob=jax.random.normal(k[5], (n,)) - 3.0,
+                         value=jax.random.normal(k[6], (n,)),
+                         advantage=2.0 + 3.0 * jax.random.normal(k[7], (n,)),
+                         target=jax.random.normal(k[0], (n,)))
+    kw = dict(clip_epsilon=0.2, value_clip_epsilon=0.1, value_cost=0.5, entropy_cost=0.01,
+              normalize_advantages=True)
+    one = losses.loss_and_grad(params, actor.apply, critic.apply, batch, **kw)
+    mesh = jax.make_mesh((2,), ("data",))
+    f = jax.jit(jax.shard_map(
+        lambda p, b: losses.loss_and_grad(p, actor.apply, critic.apply, b, axis_name="data", **kw),
+        mesh=mesh, in_specs=(P(), P("data")), out_specs=P(), check_vma=False))
+    two = f(params, jax.device_put(batch, NamedSharding(mesh, P("data"))))
+    stats = jax.jit(jax.shard_map(lambda x: norm.update(norm.init(5), x, "data"), mesh=mesh,
+                                  in_specs=P("data"), out_specs=P(), check_vma=False))(
+        jax.device_put(batch.obs, NamedSharding(mesh, P("data"))))
+    diff = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), one[2], two[2])
+    scale = jax.tree.map(lambda a: float(jnp.max(jnp.abs(a))), one[2])
+    print(json.dumps({"loss": [float(one[0]), float(two[0])],
+                      "grad_diff": max(jax.tree.leaves(diff)),
+                      "grad_scale": max(jax.tree.leaves(scale)),
+                      "mean_diff": float(jnp.max(jnp.abs(stats.mean - batch.obs.mean(0)))),
+                      "var_diff": float(jnp.max(jnp.abs(norm.variance(stats)
+                                                        - batch.obs.var(0)))),
+                      "count": int(stats.count)}))
+""")
+
+
+def test_two_devices_average_gradients_like_one_device():
+  """Half the batch on each of two forced CPU devices, gradients and normaliser statistics
+  averaged over the mesh, equal one device holding the whole batch (float32 summation order
+  differs, hence the tolerance)."""
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+         "JAX_PLATFORMS": "cpu"}
+  out = subprocess.run([sys.executable, "-c", _TWO_DEVICES], env=env, capture_output=True,
+                       text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  r = json.loads(out.stdout.strip().splitlines()[-1])
+  assert r["loss"][0] == pytest.approx(r["loss"][1], rel=1e-5)
+  assert r["grad_scale"] > 1e-3
+  assert r["grad_diff"] <= 1e-5 * r["grad_scale"]
+  assert r["count"] == 64
+  assert r["mean_diff"] < 1e-5 and r["var_diff"] < 1e-5
