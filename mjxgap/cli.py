@@ -13,10 +13,10 @@ import math
 import os
 import pathlib
 import sys
-import tempfile
 import time
 
 from mjxgap.errors import UserError
+from mjxgap.files import write_json_atomic
 
 DEFAULT_ROBOT = "builtin"
 DEFAULT_TASK = "stand"
@@ -47,24 +47,6 @@ def _positive_float(text: str) -> float:
   if not (math.isfinite(value) and value > 0):
     raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
   return value
-
-
-def write_json_atomic(path: str | os.PathLike, obj) -> None:
-  """Writes JSON to `path` through a temporary file in the same folder and a rename."""
-  path = pathlib.Path(path)
-  try:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  except OSError as e:
-    raise UserError(f"cannot write {path}: {e.strerror or e}") from None
-  try:
-    with os.fdopen(fd, "w") as f:
-      json.dump(obj, f, indent=2)
-      f.write("\n")
-    os.replace(tmp, path)
-  except BaseException:
-    pathlib.Path(tmp).unlink(missing_ok=True)
-    raise
 
 
 def _emit(result: dict, out: str | None) -> None:

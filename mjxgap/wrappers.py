@@ -24,7 +24,10 @@ class AutoReset(Wrapper):
     done = state.done > 0
     pick = lambda new, old: jnp.where(done, new, old)
     kept = {"rng": rng, "final_episode_metrics": state.info["episode_metrics"],
-            "truncation": state.info["truncation"], "final_obs": state.obs}
+            "truncation": state.info["truncation"],
+            # a diverged step may leave non-finite readings; they must not reach a learner
+            "final_obs": jax.tree.map(lambda x: jnp.nan_to_num(x, posinf=0.0, neginf=0.0),
+                                      state.obs)}
     info = {**jax.tree.map(pick, fresh.info, {k: state.info[k] for k in fresh.info}), **kept}
     return state.replace(
         pipeline_state=jax.tree.map(pick, fresh.pipeline_state, state.pipeline_state),

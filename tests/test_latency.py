@@ -64,7 +64,8 @@ def test_env_applies_action_and_observation_delay(delayed):
 
   s0, s1, s2 = run(jax.random.PRNGKey(0))
   default = env._default_joint_pos
-  t0, t1, t2 = default, default + 0.5 * a1, default + 0.5 * a2
+  scale = env.config.action_scale_rad
+  t0, t1, t2 = default, default + scale * a1, default + scale * a2
   # 28 ms = 7 substeps: period 1 acts on t0 (5 substeps); period 2 on t0 x2 then t1 x3
   per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3
 
@@ -80,7 +81,7 @@ def test_env_applies_action_and_observation_delay(delayed):
   np.testing.assert_allclose(s1.pipeline_state.qpos, qpos[4], atol=1e-5)
   np.testing.assert_allclose(s2.pipeline_state.qpos, qpos[9], atol=1e-5)
   # without the delay the second period would have acted on t1 throughout: clearly different
-  assert not np.allclose(t1, t0, atol=0.1)
+  assert not np.allclose(t1, t0, atol=0.05)
   # actor sees joints 8 ms = 2 substeps old (substep 7 of 10); the critic sees substep 9
   joint = slice(6, 6 + env.action_size)
   np.testing.assert_allclose(s2.obs["state"][joint], qpos[7][env.robot.qpos_adr] - default,
@@ -102,7 +103,7 @@ def test_joint_group_staleness(builtin_robot):
     return s0, env.step(env.step(s0, a), a)
 
   s0, s2 = run(jax.random.PRNGKey(0))
-  target = env._default_joint_pos + 0.5 * a
+  target = env._default_joint_pos + env.config.action_scale_rad * a
 
   @jax.jit
   def bare(data):

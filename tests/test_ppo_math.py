@@ -217,3 +217,11 @@ def test_two_devices_average_gradients_like_one_device():
   assert r["grad_diff"] <= 1e-5 * r["grad_scale"]
   assert r["count"] == 64
   assert r["mean_diff"] < 1e-5 and r["var_diff"] < 1e-5
+
+
+def test_gae_ignores_the_value_after_a_termination_even_if_not_finite():
+  r, v = jnp.array([[1.0], [1.0]]), jnp.zeros((2, 1))
+  nv = jnp.array([[jnp.nan], [2.0]])
+  done = jnp.array([[1.0], [0.0]])
+  adv, _ = losses.gae(r, v, nv, done, jnp.zeros((2, 1)), 0.5, 1.0)
+  np.testing.assert_allclose(adv, [[1.0], [2.0]])

@@ -6,7 +6,6 @@ compiles once per session (and comes from the persistent cache after that).
 
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -260,3 +259,31 @@ def test_ppo_learns_the_toy_task(seed):
   first, last = _mean_return(rows[:3]), _mean_return(rows[-5:])
   assert first < 0
   assert last >= 0.5 * first, (first, last)
+
+
+class _Diverging(PointToTarget):
+  """Like the toy task, but a step far from the origin "diverges": NaN state and observation,
+  ended and counted as `metrics["nan"]`, as the locomotion env reports a non-finite physics step."""
+
+  def step(self, state, action):
+    out = super().step(state, action)
+    bad = jax.numpy.abs(out.pipeline_state[0]) > 2.5
+    nan = lambda x: jax.numpy.where(bad, jax.numpy.nan, x)
+    return out.replace(obs=jax.tree.map(nan, out.obs),
+                       done=jax.numpy.maximum(out.done, bad.astype(float)),
+                       metrics={**out.metrics, "nan": bad.astype(float)})
+
+
+def test_nan_episodes_are_counted_and_do_not_poison_training():
+  config = PPOConfig(num_envs=32, unroll_length=16, num_minibatches=2, num_epochs=2,
+                     actor_hidden=(16,), critic_hidden=(16,), init_noise_std=1.0)
+  trainer = Trainer(_Diverging(), config, total_steps=10 * 32 * 16)
+  state = trainer.init(0)
+  nan_resets = 0.0
+  for _ in range(10):
+    state, m = trainer.iteration(state)
+    nan_resets += float(m["nan_resets"])
+  assert nan_resets > 0
+  for leaf in jax.tree.leaves((state.params, state.opt_state, state.obs_stats,
+                               state.critic_obs_stats)):
+    assert np.all(np.isfinite(np.asarray(leaf)))

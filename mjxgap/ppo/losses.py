@@ -19,7 +19,8 @@ def gae(rewards: jax.Array, values: jax.Array, next_values: jax.Array, dones: ja
   does not. The recursion stops at every episode end.
   """
   terminal = dones * (1.0 - truncations)
-  deltas = rewards + discount * (1.0 - terminal) * next_values - values
+  bootstrap = jnp.where(terminal > 0, 0.0, next_values)  # where, not *: a NaN must not leak
+  deltas = rewards + discount * bootstrap - values
 
   def backward(carry, x):
     delta, done = x

@@ -7,13 +7,13 @@ the full training state; `RUN/learning_curves.png` is drawn at the end.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import pathlib
 import signal
 import sys
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from mjxgap.errors import UserError
+from mjxgap.files import write_atomic
 from mjxgap.ppo import checkpoint
 from mjxgap.ppo.config import TrainConfig, from_dict
 from mjxgap.ppo.trainer import Trainer
@@ -64,17 +65,6 @@ def make_trainer(config: TrainConfig) -> Trainer:
 
   env = make_env(config.task, load_robot(config.robot), config.task_overrides, config.dr)
   return Trainer(env, config.ppo, config.total_steps)
-
-
-def _write_atomic(path: pathlib.Path, text: str) -> None:
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w") as f:
-      f.write(text)
-    os.replace(tmp, path)
-  except BaseException:
-    pathlib.Path(tmp).unlink(missing_ok=True)
-    raise
 
 
 def _scalars(metrics: dict, trainer: Trainer, iteration: int, env_steps: int, sps: float
@@ -155,14 +145,12 @@ def plot_curves(rows: list[dict], path: pathlib.Path, title: str) -> None:
     ax.legend(fontsize=7)
   fig.suptitle(title)
   fig.tight_layout()
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-  os.close(fd)
+  png = io.BytesIO()
   try:
-    fig.savefig(tmp, dpi=90)
-    os.replace(tmp, path)
+    fig.savefig(png, format="png", dpi=90)
   finally:
     plt.close(fig)
-    pathlib.Path(tmp).unlink(missing_ok=True)
+  write_atomic(path, png.getvalue())
 
 
 def _read_metrics(path: pathlib.Path, up_to: int) -> list[dict]:
@@ -201,7 +189,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
                     "another --out")
   try:
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2) + "\n")
+    write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2) + "\n")
   except OSError as e:
     raise UserError(f"cannot write to {out}: {e.strerror or e}") from None
 
@@ -214,7 +202,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
     state = trainer.init(config.seed)
   start_iteration = int(state.iteration)
   rows = _read_metrics(out / "metrics.jsonl", start_iteration)
-  _write_atomic(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+  write_atomic(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
 
   from tensorboardX import SummaryWriter
 

@@ -1,0 +1,35 @@
+"""Writing outputs atomically: a temporary file in the same folder, then a rename, so a failure
+or a kill never leaves a half-written file behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+
+from mjxgap.errors import UserError
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
+  """Writes `data` to `path` (created with the usual umask permissions, not mkstemp's 0600)."""
+  path = pathlib.Path(path)
+  try:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  except OSError as e:
+    raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+  try:
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+    with os.fdopen(fd, "wb") as f:
+      f.write(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+  except BaseException:
+    pathlib.Path(tmp).unlink(missing_ok=True)
+    raise
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+  write_atomic(path, json.dumps(obj, indent=2) + "\n")
