@@ -137,10 +137,10 @@ def _train_config(args):
   import dataclasses
 
   from mjxgap.ppo import config as ppo_config
-  from mjxgap.ppo.run import load_config
+  from mjxgap.ppo.run import check_resumable, load_config
 
   if args.resume:
-    config = load_config(pathlib.Path(args.out))
+    saved = config = load_config(pathlib.Path(args.out))
     if args.preset is not None and args.preset != config.preset:
       raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
                       "a resumed run keeps its config (change single fields with --set)")
@@ -159,6 +159,8 @@ def _train_config(args):
               if os.path.isfile(getattr(config, k))}
   config = dataclasses.replace(config, **absolute)
   config.validate()
+  if args.resume:
+    check_resumable(saved, config, pathlib.Path(args.out))
   return config
 
 

@@ -68,9 +68,10 @@ class Trainer:
     self.mesh = jax.sharding.Mesh(np.array(devices), (AXIS,))
     self.num_devices = len(devices)
     self.action_size = env.action_size
-    obs_shapes = jax.eval_shape(env.reset, jax.random.key(0)).obs
-    self.obs_size = int(obs_shapes["state"].shape[-1])
-    self.critic_obs_size = int(obs_shapes["privileged_state"].shape[-1])
+    first = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
+    self.obs_size = int(first.obs["state"].shape[-1])
+    self.critic_obs_size = int(first.obs["privileged_state"].shape[-1])
+    self._episode_metric_names = tuple(first.info["final_episode_metrics"])
     self.actor = networks.make_actor(self.action_size, config.actor_hidden, config.activation)
     self.critic = networks.make_critic(config.critic_hidden, config.activation)
     steps_per_iteration = config.num_envs * config.unroll_length
@@ -81,8 +82,6 @@ class Trainer:
                           else optax.linear_schedule(config.learning_rate, 0.0, updates))
     self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                                  optax.adam(self.learning_rate))
-    self._episode_metric_names = tuple(
-        jax.eval_shape(self.env.reset, jax.random.key(0)).info["final_episode_metrics"])
     self._env_sharding = NamedSharding(self.mesh, P(AXIS))
     self._replicated = NamedSharding(self.mesh, P())
 
