@@ -1,0 +1,121 @@
+"""ADR on a synthetic task whose performance is a known function of one parameter."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mjxgap import adr
+from mjxgap.errors import UserError
+
+ENVS = 256
+
+
+def _run(config: adr.ADRConfig, performance_fn, iterations: int, seed: int = 0):
+  """Each iteration every env runs one episode; returns the (low, high) history."""
+  state = adr.init(config)
+
+  def one(state, key):
+    k_assign, k_sample = jax.random.split(key)
+    roles = jax.vmap(lambda k: adr.assign(config, k))(jax.random.split(k_assign, ENVS))
+    values = jax.vmap(adr.sample, in_axes=(None, 0, 0))(state, roles,
+                                                        jax.random.split(k_sample, ENVS))
+    perf = performance_fn(values)
+    state = adr.update(config, state, roles, jnp.ones(ENVS, bool), perf)
+    return state, (state.low, state.high)
+
+  keys = jax.random.split(jax.random.PRNGKey(seed), iterations)
+  state, (lows, highs) = jax.jit(lambda s: jax.lax.scan(one, s, keys))(state)
+  return state, np.asarray(lows), np.asarray(highs)
+
+
+def _one_param(**kw):
+  p = adr.ADRParam("lam", nominal=0.0, delta=0.05, hard_low=-1.0, hard_high=1.0)
+  return adr.ADRConfig(params=(p,), **{"t_low": 0.2, "t_high": 0.8, "buffer_size": 20,
+                                       "boundary_prob": 0.5, **kw})
+
+
+def _success_within(values):  # success exactly when |lambda - nominal| < 0.3
+  return (jnp.abs(values[:, 0]) < 0.3).astype(jnp.float32)
+
+
+def test_bounds_converge_to_the_success_region_and_stay():
+  state, lows, highs = _run(_one_param(), _success_within, 300)
+  # 0.3 is reached in 6 widenings of 0.05; after that each bound oscillates between the last
+  # successful value and the first failing one: within one delta of +-0.3
+  assert np.all(np.abs(highs[-100:] - 0.3) <= 0.05 + 1e-6)
+  assert np.all(np.abs(lows[-100:] + 0.3) <= 0.05 + 1e-6)
+  assert highs[-100:].max() >= 0.3 - 1e-6 and highs[-100:].min() <= 0.25 + 1e-6
+
+
+def test_unreachable_threshold_never_widens():
+  _, lows, highs = _run(_one_param(t_high=1.01), _success_within, 100)
+  assert np.all(lows == 0.0) and np.all(highs == 0.0)
+
+
+def test_bounds_never_cross_hard_limits():
+  p = adr.ADRParam("lam", nominal=1.0, delta=0.07, hard_low=0.8, hard_high=1.3)
+  config = adr.ADRConfig(params=(p,), t_low=0.2, t_high=0.8, buffer_size=10)
+  _, lows, highs = _run(config, lambda v: jnp.ones(v.shape[0]), 200)
+  assert lows.min() >= 0.8 - 1e-6 and highs.max() <= 1.3 + 1e-6
+  assert lows[-1] == pytest.approx(0.8) and highs[-1] == pytest.approx(1.3)
+
+
+def test_evaluator_fraction_matches_boundary_prob():
+  config = _one_param(boundary_prob=0.3)
+  config = adr.ADRConfig(params=config.params * 3, boundary_prob=0.3)
+  n = 100_000
+  roles = jax.vmap(lambda k: adr.assign(config, k))(jax.random.split(jax.random.PRNGKey(1), n))
+  param, side = np.asarray(roles.param), np.asarray(roles.side)
+  evaluating = param >= 0
+  sigma = np.sqrt(0.3 * 0.7 / n)
+  assert abs(evaluating.mean() - 0.3) < 4 * sigma  # not 0.7: the inverted-fraction pitfall
+  counts = np.bincount(param[evaluating], minlength=3) / evaluating.sum()
+  np.testing.assert_allclose(counts, 1 / 3, atol=0.01)
+  assert abs(side[evaluating].mean() - 0.5) < 0.01
+
+
+def test_a_bound_change_clears_only_its_buffer():
+  config = _one_param(buffer_size=3)
+  state = adr.init(config)._replace(buffer_sum=jnp.array([[1.0, 2.0]]),
+                                    buffer_count=jnp.array([[1, 2]], jnp.int32))
+  roles = adr.Assignment(param=jnp.array([0, 0, -1]), side=jnp.array([1, 1, 0]))
+  # one finished evaluator of the high bound (success) fills it; the second is still running
+  new = adr.update(config, state, roles, jnp.array([True, False, True]), jnp.array([1.0, 1.0, 0.0]))
+  assert float(new.high[0]) == pytest.approx(0.05) and float(new.low[0]) == 0.0
+  assert new.buffer_count.tolist() == [[1, 0]] and new.buffer_sum.tolist() == [[1.0, 0.0]]
+
+
+def test_narrowing_stops_at_nominal_and_multiplicative_steps():
+  p = adr.ADRParam("kp", nominal=1.0, delta=0.1, hard_low=0.5, hard_high=2.0, init_low=0.95,
+                   init_high=1.05, multiplicative=True)
+  config = adr.ADRConfig(params=(p,), t_low=0.2, t_high=0.8, buffer_size=1)
+  state = adr.init(config)
+  both = adr.Assignment(param=jnp.array([0, 0]), side=jnp.array([0, 1]))
+  wide = adr.update(config, state, both, jnp.array([True, True]), jnp.array([1.0, 1.0]))
+  assert float(wide.low[0]) == pytest.approx(0.95 / 1.1) and float(wide.high[0]) == pytest.approx(
+      1.05 * 1.1)
+  narrow = adr.update(config, state, both, jnp.array([True, True]), jnp.array([0.0, 0.0]))
+  # narrowing shrinks inside the initial range, but never past the nominal value
+  assert float(narrow.low[0]) == pytest.approx(1.0) and float(narrow.high[0]) == pytest.approx(1.0)
+
+
+def test_entropy_is_mean_log_width():
+  state = adr.ADRState(jnp.array([0.0, 1.0]), jnp.array([0.5, 3.0]), jnp.zeros((2, 2)),
+                       jnp.zeros((2, 2), jnp.int32))
+  assert float(adr.entropy(state)) == pytest.approx((np.log(0.5) + np.log(2.0)) / 2)
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"t_low": 0.8, "t_high": 0.8}, "t_low"),
+    ({"delta": 0.0}, "delta"),
+    ({"delta": -0.1}, "delta"),
+    ({"init_low": -2.0}, "hard_low <= initial low"),
+    ({"init_high": -0.1}, "initial high"),
+])
+def test_invalid_settings(kw, needle):
+  top = {k: kw.pop(k) for k in ("t_low", "t_high") if k in kw}
+  p = adr.ADRParam(**{"name": "lam", "nominal": 0.0, "delta": 0.05, "hard_low": -1.0,
+                      "hard_high": 1.0, **kw})
+  with pytest.raises(UserError, match=needle):
+    adr.init(adr.ADRConfig(params=(p,), **top))
