@@ -130,13 +130,15 @@ def update(config: ADRConfig, state: ADRState, assignment: Assignment, finished:
   delta = _array(config, "delta")
   mult = jnp.asarray([p.multiplicative for p in config.params])
   nominal = _array(config, "nominal")
-  down = jnp.where(mult, state.low / (1 + delta), state.low - delta)  # a wider low
-  up = jnp.where(mult, state.low * (1 + delta), state.low + delta)
-  low = jnp.where(widen[:, 0], down, jnp.where(narrow[:, 0], jnp.minimum(up, nominal), state.low))
-  up = jnp.where(mult, state.high * (1 + delta), state.high + delta)  # a wider high
-  down = jnp.where(mult, state.high / (1 + delta), state.high - delta)
-  high = jnp.where(widen[:, 1], up,
-                   jnp.where(narrow[:, 1], jnp.maximum(down, nominal), state.high))
+
+  def step(x, direction):  # one delta up (+1) or down (-1)
+    return jnp.where(mult, x * (1 + delta) ** direction, x + direction * delta)
+
+  low = jnp.where(widen[:, 0], step(state.low, -1),
+                  jnp.where(narrow[:, 0], jnp.minimum(step(state.low, 1), nominal), state.low))
+  high = jnp.where(widen[:, 1], step(state.high, 1),
+                   jnp.where(narrow[:, 1], jnp.maximum(step(state.high, -1), nominal),
+                             state.high))
   low = jnp.clip(low, _array(config, "hard_low"), nominal)
   high = jnp.clip(high, nominal, _array(config, "hard_high"))
   return ADRState(low, high, jnp.where(full, 0.0, buffer_sum), jnp.where(full, 0, buffer_count))

@@ -137,10 +137,10 @@ def _train_config(args):
   import dataclasses
 
   from mjxgap.ppo import config as ppo_config
-  from mjxgap.ppo.run import check_resumable, load_config
+  from mjxgap.ppo.run import load_config
 
   if args.resume:
-    saved = config = load_config(pathlib.Path(args.out))
+    config = load_config(pathlib.Path(args.out))
     if args.preset is not None and args.preset != config.preset:
       raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
                       "a resumed run keeps its config (change single fields with --set)")
@@ -157,11 +157,7 @@ def _train_config(args):
   # files named relative to here must still be found by `eval` or `--resume` from elsewhere
   absolute = {k: os.path.abspath(getattr(config, k)) for k in ("robot", "dr")
               if os.path.isfile(getattr(config, k))}
-  config = dataclasses.replace(config, **absolute)
-  config.validate()
-  if args.resume:
-    check_resumable(saved, config, pathlib.Path(args.out))
-  return config
+  return dataclasses.replace(config, **absolute)  # checked by `train`
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -191,10 +187,10 @@ def run(argv: list[str] | None = None) -> int:
     if not args.out:
       name = pathlib.Path(config.robot).stem if config.robot.endswith(".xml") else config.robot
       args.out = os.path.join("runs", f"{config.task}_{name}_{time.strftime('%Y%m%d-%H%M%S')}")
-    print(json.dumps({"config": config.to_dict()}, indent=2), flush=True)
     enable_compilation_cache()
-    print(json.dumps(train(config, args.out, resume=args.resume,
-                           progress=not args.no_progress)))
+    announce = lambda c: print(json.dumps({"config": c.to_dict()}, indent=2), flush=True)
+    print(json.dumps(train(config, args.out, resume=args.resume, progress=not args.no_progress,
+                           on_ready=announce)))
   elif args.command == "eval":
     from mjxgap.jax_setup import enable_compilation_cache
     from mjxgap.ppo.evaluate import evaluate

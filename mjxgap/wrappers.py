@@ -14,7 +14,8 @@ class AutoReset(Wrapper):
   env's `reset` so every episode samples new initial conditions (and, later, new physics).
   `metrics`, `reward`, `done`, `info["truncation"]` and `info["final_episode_metrics"]` stay
   those of the finished step, and `info["final_obs"]` is the observation it ended in (a learner
-  bootstraps a time-limit cut from it), so the caller still sees how the episode ended. Apply before `vmap`: `done` is a scalar here.
+  bootstraps a time-limit cut from it), so the caller still sees how the episode ended. Apply
+  before `vmap`: `done` is a scalar here.
   """
 
   def step(self, state: State, action: jax.Array) -> State:

@@ -128,6 +128,7 @@ def test_killed_save_resumes_from_previous_checkpoint(runs, tmp_path, capsys):
     (["--preset", "huge"], "unknown preset"),
     (["--set", "task.episode_length_s=-1"], "episode_length_s"),
     (["--set", "ppo.num_envs=12", "--set", "ppo.num_minibatches=5"], "divisible"),
+    (["--robot", "/nonexistent/robot.xml"], "/nonexistent/robot.xml"),
 ])
 def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
   code, out, err = _cli(["train", "--out", str(tmp_path / "r"), *argv], capsys)
@@ -173,6 +174,10 @@ def test_checkpoint_errors_one_line_exit_2(runs, tmp_path, capsys):
       f.write_bytes(b"garbage")
   code, _, err = _cli(["eval", str(bad)], capsys)
   assert code == 2 and "checkpoints/4" in err and err.count("\n") == 1, err
+  config_before = (bad / "config.json").read_text()
+  code, _, err = _cli(["train", "--out", str(bad), "--resume", "--total-steps", "100000"], capsys)
+  assert code == 2 and "checkpoints/4" in err and err.count("\n") == 1, err
+  assert (bad / "config.json").read_text() == config_before  # nothing rewritten
   # a checkpoint whose metadata is not ours
   (bad / "checkpoints" / "3" / "meta" / "metadata").write_text('{"format": 99}')
   code, _, err = _cli(["eval", str(bad), "--step", "3"], capsys)

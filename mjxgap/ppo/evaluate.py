@@ -27,11 +27,14 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
   eval_config = dataclasses.replace(config, dr=dr or config.dr)
-  trainer = make_trainer(eval_config)
-  env = trainer.env.env  # without auto-reset: one episode per env
+  trainer = make_trainer(config)  # the trained state's shapes come from the training env
+  if eval_config.dr != config.dr:
+    env = make_trainer(eval_config).env.env
+  else:
+    env = trainer.env.env  # without auto-reset: one episode per env
   iteration = None
   if policy == "trained":
-    host_state, meta = checkpoint.restore(run_dir, make_trainer(config).init_abstract(), step)
+    host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
     iteration = meta["iteration"]
     act = trainer.policy_fn(host_state.params, host_state.obs_stats)
   else:

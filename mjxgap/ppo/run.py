@@ -169,12 +169,14 @@ def _read_metrics(path: pathlib.Path, up_to: int) -> list[dict]:
 
 def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
           progress: bool = True,
-          log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> dict:
+          log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+          on_ready: Callable[[TrainConfig], None] = lambda config: None) -> dict:
   """Trains (or continues) the run in `out` to `config.total_steps`; returns a summary.
 
   SIGTERM or SIGUSR1 (Slurm's warning before a time limit or preemption) and
   `config.time_limit_s` stop the run at the next iteration boundary with a checkpoint;
-  `--resume` continues it.
+  `--resume` continues it. `on_ready(config)` runs once the config and the run folder have
+  passed every check, before anything is written.
   """
   from mjxgap import __version__
 
@@ -187,15 +189,18 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   elif (out / "config.json").exists() or checkpoint.steps(out):
     raise UserError(f"{out} already holds a run; pass --resume to continue it or choose "
                     "another --out")
+  # everything that can fail on user input (robot file, checkpoint) before anything is written
+  trainer = make_trainer(config)
+  if resume:
+    host_state, meta = checkpoint.restore(out, trainer.init_abstract())
+  on_ready(config)
   try:
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2) + "\n")
   except OSError as e:
     raise UserError(f"cannot write to {out}: {e.strerror or e}") from None
 
-  trainer = make_trainer(config)
   if resume:
-    host_state, meta = checkpoint.restore(out, trainer.init_abstract())
     state = trainer.place(host_state)
     log(f"resuming {out} at iteration {meta['iteration']} ({meta['env_steps']:,} env steps)")
   else:

@@ -82,16 +82,13 @@ class Trainer:
                           else optax.linear_schedule(config.learning_rate, 0.0, updates))
     self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                                  optax.adam(self.learning_rate))
-    self._env_sharding = NamedSharding(self.mesh, P(AXIS))
-    self._replicated = NamedSharding(self.mesh, P())
 
   # ----------------------------------------------------------------------------------------
   # initial state and shardings
 
-  def init(self, seed: int, curriculum: Any = None) -> TrainState:
+  def init(self, seed: int) -> TrainState:
     """A fresh state on the mesh: initial networks, empty normalisers, reset envs."""
-    state = jax.jit(self._init_unplaced)(jnp.int32(seed))
-    return self.place(state._replace(curriculum=curriculum if curriculum is not None else {}))
+    return self.place(jax.jit(self._init_unplaced)(jnp.int32(seed)))
 
   def init_abstract(self) -> TrainState:
     """The state's structure (for specs and checkpoint restore) without running anything."""
