@@ -47,6 +47,9 @@ class ADRConfig:
   def validate(self) -> None:
     if not self.params:
       raise UserError("adr: no parameters")
+    names = [p.name for p in self.params]
+    if len(set(names)) != len(names):
+      raise UserError(f"adr: a parameter appears twice in {names}")
     if not self.t_low < self.t_high:
       raise UserError(f"adr: t_low ({self.t_low}) must be < t_high ({self.t_high})")
     if self.buffer_size < 1:
@@ -62,6 +65,9 @@ class ADRConfig:
         raise UserError(f"adr parameter {p.name}: need hard_low <= initial low <= nominal <= "
                         f"initial high <= hard_high, got {p.hard_low}, {lo}, {p.nominal}, {hi}, "
                         f"{p.hard_high}")
+      if not p.hard_low < p.hard_high:
+        raise UserError(f"adr parameter {p.name}: hard_low ({p.hard_low}) must be < hard_high "
+                        f"({p.hard_high})")
       if p.multiplicative and not p.hard_low > 0:
         raise UserError(f"adr parameter {p.name}: a multiplicative parameter needs hard_low > 0")
 
@@ -93,36 +99,63 @@ def init(config: ADRConfig) -> ADRState:
   return ADRState(low, high, jnp.zeros((n, 2)), jnp.zeros((n, 2), jnp.int32))
 
 
-def assign(config: ADRConfig, key: jax.Array) -> Assignment:
-  """One env's role for its next episode (vmap over keys for many envs)."""
+def assign(config: ADRConfig, key: jax.Array, boundary_prob: jax.Array | float | None = None
+           ) -> Assignment:
+  """One env's role for its next episode (vmap over keys for many envs). `boundary_prob`
+  overrides the config's (0 during evaluation: every env samples the whole ranges)."""
   k_eval, k_param, k_side = jax.random.split(key, 3)
-  evaluating = jax.random.uniform(k_eval) < config.boundary_prob
+  prob = config.boundary_prob if boundary_prob is None else boundary_prob
+  evaluating = jax.random.uniform(k_eval) < prob
   param = jax.random.randint(k_param, (), 0, len(config.params))
   side = jax.random.randint(k_side, (), 0, 2)
   return Assignment(jnp.where(evaluating, param, NOT_EVALUATING).astype(jnp.int32),
                     side.astype(jnp.int32))
 
 
+def episode_ranges(low: jax.Array, high: jax.Array, assignment: Assignment
+                   ) -> tuple[jax.Array, jax.Array]:
+  """[P] low and high of one episode: the ranges, the evaluated parameter's collapsed onto its
+  bound."""
+  bound = pinned_value(low, high, assignment)
+  pinned = jnp.arange(low.shape[0]) == assignment.param
+  return jnp.where(pinned, bound, low), jnp.where(pinned, bound, high)
+
+
+def pinned_value(low: jax.Array, high: jax.Array, assignment: Assignment) -> jax.Array:
+  """The bound an evaluator pins (meaningless for non-evaluators)."""
+  i = jnp.maximum(assignment.param, 0)
+  return jnp.where(assignment.side == 1, high[i], low[i])
+
+
 def sample(state: ADRState, assignment: Assignment, key: jax.Array) -> jax.Array:
   """[P] parameter values: uniform in each range, the evaluated one pinned at its bound."""
-  values = jax.random.uniform(key, state.low.shape, minval=state.low, maxval=state.high)
-  bound = jnp.where(assignment.side == 1, state.high, state.low)
-  pinned = jnp.arange(state.low.shape[0]) == assignment.param
-  return jnp.where(pinned, bound, values)
+  low, high = episode_ranges(state.low, state.high, assignment)
+  return jnp.clip(jax.random.uniform(key, low.shape, minval=low, maxval=high), low, high)
 
 
-def update(config: ADRConfig, state: ADRState, assignment: Assignment, finished: jax.Array,
-           performance: jax.Array) -> ADRState:
-  """Adds finished evaluators' performance ([envs] arrays) to their buffers, then moves and
-  clears every full buffer's bound."""
+def record(config: ADRConfig, state: ADRState, assignment: Assignment, finished: jax.Array,
+           performance: jax.Array, pinned: jax.Array | None = None
+           ) -> tuple[jax.Array, jax.Array]:
+  """([P, 2] performance sums, [P, 2] counts) of the evaluators among `finished` episodes
+  (arrays of any equal shape). With `pinned` (the value each episode pinned), an episode whose
+  bound has moved since it started is not counted: it measured another value."""
   n = len(config.params)
   report = finished & (assignment.param >= 0)
-  slot = jnp.where(report, assignment.param * 2 + assignment.side, 2 * n)  # 2n: discarded
-  buffer_sum = state.buffer_sum.reshape(-1).at[slot].add(
-      jnp.where(report, performance, 0.0), mode="drop").reshape(n, 2)
-  buffer_count = state.buffer_count.reshape(-1).at[slot].add(
-      report.astype(jnp.int32), mode="drop").reshape(n, 2)
+  if pinned is not None:
+    report = report & (pinned == pinned_value(state.low, state.high, assignment))
+  report, param, side, performance = (jnp.ravel(x) for x in (report, assignment.param,
+                                                             assignment.side, performance))
+  slot = jnp.where(report, param * 2 + side, 2 * n)  # 2n: discarded
+  sums = jnp.zeros(2 * n).at[slot].add(jnp.where(report, performance, 0.0), mode="drop")
+  counts = jnp.zeros(2 * n, jnp.int32).at[slot].add(report.astype(jnp.int32), mode="drop")
+  return sums.reshape(n, 2), counts.reshape(n, 2)
 
+
+def apply(config: ADRConfig, state: ADRState, sums: jax.Array, counts: jax.Array) -> ADRState:
+  """Adds reports (from `record`, summed over devices) to the buffers, then moves and clears
+  every full buffer's bound."""
+  buffer_sum = state.buffer_sum + sums
+  buffer_count = state.buffer_count + counts
   full = buffer_count >= config.buffer_size
   mean = buffer_sum / jnp.maximum(buffer_count, 1)
   widen = full & (mean >= config.t_high)
@@ -142,6 +175,12 @@ def update(config: ADRConfig, state: ADRState, assignment: Assignment, finished:
   low = jnp.clip(low, _array(config, "hard_low"), nominal)
   high = jnp.clip(high, nominal, _array(config, "hard_high"))
   return ADRState(low, high, jnp.where(full, 0.0, buffer_sum), jnp.where(full, 0, buffer_count))
+
+
+def update(config: ADRConfig, state: ADRState, assignment: Assignment, finished: jax.Array,
+           performance: jax.Array, pinned: jax.Array | None = None) -> ADRState:
+  """`record` then `apply`, on one device."""
+  return apply(config, state, *record(config, state, assignment, finished, performance, pinned))
 
 
 def entropy(state: ADRState, min_width: float = 1e-6) -> jax.Array:

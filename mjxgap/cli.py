@@ -60,7 +60,8 @@ def _add_robot_task(p: argparse.ArgumentParser) -> None:
                  help="built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)")
   p.add_argument("--task", default=DEFAULT_TASK, help="task name (default: stand)")
   p.add_argument("--dr", default="none",
-                 help="physics randomization: none, nominal_dr, wide, or a .json file")
+                 help="randomization: a preset (none, physics, nominal_dr, wide, adr: an ADR "
+                      "curriculum) or a .json file")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                  help="built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)")
   p.add_argument("--task", default=None, help="task name (default: stand)")
   p.add_argument("--dr", default=None,
-                 help="physics randomization: none, nominal_dr, wide, or a .json file")
+                 help="randomization: a preset (none, physics, nominal_dr, wide, adr: an ADR "
+                      "curriculum) or a .json file")
   p.add_argument("--num-envs", type=_positive_int, default=None)
   p.add_argument("--total-steps", type=_positive_int, default=None,
                  help="env steps; on --resume a larger value extends the run")

@@ -23,14 +23,16 @@ import mujoco
 import numpy as np
 from brax.envs.base import Env, State
 
+from mjxgap import adr as adr_lib
 from mjxgap import observations as obs_lib
 from mjxgap import rewards as rew_lib
 from mjxgap._mjx import mjx
 from mjxgap.errors import UserError
 from mjxgap import latency
-from mjxgap.randomization import DomainRandomization, Randomizer
+from mjxgap.randomization import NOISE_PREFIX, DomainRandomization, Randomizer
 from mjxgap.robot import Robot
 
+PERFORMANCE_MEASURES = ("survival", "tracking")
 ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action", "command")
 CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
 
@@ -55,15 +57,23 @@ class TaskConfig:
   actor_obs: tuple[str, ...] = ACTOR_OBS
   critic_obs: tuple[str, ...] = CRITIC_OBS
   rewards: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  # One number per episode that ADR's thresholds apply to: "survival" = 1 if the episode
+  # reached its time limit, else 0; "tracking" = 1 if it also kept the mean horizontal
+  # velocity-tracking error (|command - base velocity|, m/s) below `tracking_error_bound_mps`.
+  performance: str = "survival"
+  tracking_error_bound_mps: float = 0.3
 
   def validate(self) -> None:
     for field in ("ctrl_dt", "episode_length_s", "action_scale_rad", "fall_height_fraction",
-                  "max_tilt_rad", "tracking_sigma"):
+                  "max_tilt_rad", "tracking_sigma", "tracking_error_bound_mps"):
       if not float(getattr(self, field)) > 0:
         raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
     for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s"):
       if not float(getattr(self, field)) >= 0:
         raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
+    if self.performance not in PERFORMANCE_MEASURES:
+      raise UserError(f"task {self.name}: performance must be one of {PERFORMANCE_MEASURES}, "
+                      f"got {self.performance!r}")
     if not 0 <= self.zero_command_prob <= 1:
       raise UserError(f"task {self.name}: zero_command_prob must be in [0, 1]")
     if len(self.command_ranges) != 3 or any(lo > hi for lo, hi in self.command_ranges):
@@ -152,7 +162,10 @@ class LocomotionEnv(Env):
         ("physics",) if self.randomizer.params or self._delays_on else ())
     self._push_steps = (max(1, int(round(dr.push_interval_s[0] / self.config.ctrl_dt))),
                         max(1, int(round(dr.push_interval_s[1] / self.config.ctrl_dt))))
+    self.adr = dr.adr
+    self._adr_names = tuple(p.name for p in dr.adr.params) if dr.adr else ()
     self._noise_scale = None
+    self._noise_adr: list[tuple[str, int, int]] = []  # (item, first index, size) under ADR
     layout = {t["name"]: t["size"] for t in self.observation_layout("actor")}
     scale = []
     noise = dict(dr.obs_noise)
@@ -161,6 +174,8 @@ class LocomotionEnv(Env):
         raise UserError(f"randomization: obs_noise names {t!r}, which is not an actor "
                         f"observation term ({', '.join(layout)})")
     for t, size in layout.items():
+      if NOISE_PREFIX + t in self._adr_names:
+        self._noise_adr.append((NOISE_PREFIX + t, len(scale), size))
       scale += [noise.get(t, 0.0)] * size
     self._noise_scale = jnp.asarray(scale, jnp.float32) if any(scale) else None
 
@@ -183,14 +198,18 @@ class LocomotionEnv(Env):
   def dt(self) -> float:
     return self.config.ctrl_dt
 
-  def reset(self, rng: jax.Array) -> State:
+  def reset(self, rng: jax.Array, adr: Mapping[str, jax.Array] | None = None) -> State:
+    """A new episode. With ADR, `adr` holds the current ranges (`low`, `high` [items]) and
+    `boundary_prob` (`adr_ranges`); the episode draws its role and its values from them.
+    Without it, the curriculum's initial ranges."""
     rng, k_noise, k_cmd, k_dr, k_lat, k_push = jax.random.split(rng, 6)
-    draws = self.randomizer.sample(k_dr)
+    ranges, adr_info = self._episode_ranges(jax.random.fold_in(k_dr, 1), adr)
+    draws = self.randomizer.sample(k_dr, ranges)
     pose_offset = self.randomizer.default_pose_offset(draws)
-    delays = jax.random.uniform(k_lat, (2,), minval=jnp.array([self.dr.action_delay_ms[0],
-                                                               self.dr.obs_delay_ms[0]]),
-                                maxval=jnp.array([self.dr.action_delay_ms[1],
-                                                  self.dr.obs_delay_ms[1]]))
+    act_range = ranges.get("action_delay_ms", self.dr.action_delay_ms)
+    obs_range = ranges.get("obs_delay_ms", self.dr.obs_delay_ms)
+    delays = jax.random.uniform(k_lat, (2,), minval=jnp.stack([act_range[0], obs_range[0]]),
+                                maxval=jnp.stack([act_range[1], obs_range[1]]))
     noise = self.config.init_joint_noise_rad
     qpos = self._default_qpos.at[self._qpos_adr].add(
         jax.random.uniform(k_noise, (self.robot.nu,), minval=-noise, maxval=noise))
@@ -224,11 +243,18 @@ class LocomotionEnv(Env):
         "state_history": jnp.tile(jnp.concatenate([qpos, data.qvel]), (self._state_history, 1)),
         "push_countdown": self._draw_push_countdown(k_push),
         "push_velocity": jnp.zeros(2),
+        "push_range_mps": jnp.stack(ranges.get("push_velocity_mps",
+                                               self.dr.push_velocity_mps)).astype(jnp.float32),
+        "tracking_error_sum": jnp.zeros(()),  # m/s summed over the episode's steps
     }
+    if self._noise_scale is not None:
+      info["obs_noise_scale"] = self._episode_noise_scale(ranges, jax.random.fold_in(k_noise, 2))
+    if self.adr is not None:
+      info["adr"] = adr_info
     q = self._quantities(data, zeros_u, info, feet_down, no_feet, jnp.zeros(self.n_feet))
     metrics = {f"reward/{k}": jnp.zeros(()) for k in self._reward_names}
-    metrics |= {"nan": jnp.zeros(()), "fell": jnp.zeros(())}
-    obs = self._observe(q, q, jax.random.fold_in(k_noise, 1))
+    metrics |= {"nan": jnp.zeros(()), "fell": jnp.zeros(()), "performance": jnp.zeros(())}
+    obs = self._observe(q, q, jax.random.fold_in(k_noise, 1), info)
     return State(pipeline_state=data, obs=obs, reward=jnp.zeros(()),
                  done=jnp.zeros(()), metrics=metrics, info=info)
 
@@ -266,6 +292,13 @@ class LocomotionEnv(Env):
       resample = step % self._resample_steps == 0
       command = jnp.where(resample, self._sample_command(k_cmd), command)
 
+    tracking_error = info["tracking_error_sum"] + jnp.where(
+        finite, jnp.linalg.norm(q.command[:2] - q.base_lin_vel[:2]), 0.0)
+    survived = truncated & ~q.fell & finite
+    if cfg.performance == "survival":
+      performance = survived
+    else:
+      performance = survived & (tracking_error / step < cfg.tracking_error_bound_mps)
     sums = dict(info["episode_metrics"])
     sums["return"] = sums["return"] + reward
     sums["length"] = sums["length"] + 1
@@ -280,8 +313,9 @@ class LocomotionEnv(Env):
         "feet_contact": contact,
         "feet_air_time": jnp.where(contact, 0.0, air_time),
         "episode_metrics": sums,
-        "truncation": (truncated & ~q.fell & finite).astype(jnp.float32),
+        "truncation": survived.astype(jnp.float32),
         "target_history": history,
+        "tracking_error_sum": tracking_error,
     }
     q_actor = q
     if self._state_history:  # the actor sees the robot as it was obs_delay ms ago
@@ -303,10 +337,12 @@ class LocomotionEnv(Env):
             joint_pos=hist[joint_delay, self._qpos_adr] - self._default_joint_pos,
             joint_vel=hist[joint_delay, nq + self._qvel_adr])
     metrics = {f"reward/{k}": jnp.where(finite, v, 0.0) for k, v in terms.items()}
-    metrics |= {"nan": (~finite).astype(jnp.float32), "fell": q.fell.astype(jnp.float32)}
+    metrics |= {"nan": (~finite).astype(jnp.float32), "fell": q.fell.astype(jnp.float32),
+                # the task's per-episode measure (ADR's), meaningful on the step that ends it
+                "performance": (performance & done).astype(jnp.float32)}
     # The policy sees the action it just sent as its "last action".
     obs = self._observe(q_actor._replace(last_action=action), q._replace(last_action=action),
-                        k_noise)
+                        k_noise, info)
     return state.replace(pipeline_state=data, obs=obs, reward=reward,
                          done=done.astype(jnp.float32), metrics=metrics, info=info)
 
@@ -324,6 +360,35 @@ class LocomotionEnv(Env):
 
     return jax.lax.scan(substep, data, targets)
 
+  def adr_ranges(self, low: jax.Array, high: jax.Array, boundary_prob) -> dict[str, jax.Array]:
+    """What `reset(key, adr)` takes: the curriculum's ranges and evaluator fraction."""
+    return {"low": jnp.asarray(low, jnp.float32), "high": jnp.asarray(high, jnp.float32),
+            "boundary_prob": jnp.asarray(boundary_prob, jnp.float32)}
+
+  def _episode_ranges(self, key, adr) -> tuple[dict[str, tuple], dict | None]:
+    """Item -> (low, high) of this episode under ADR, and the episode's ADR record: the
+    ranges it was drawn from, its role (`param`, `side`) and the value it pins (`value`)."""
+    if self.adr is None:
+      return {}, None
+    if adr is None:
+      start = adr_lib.init(self.adr)
+      adr = self.adr_ranges(start.low, start.high, self.adr.boundary_prob)
+    adr = {k: adr[k] for k in ("low", "high", "boundary_prob")}
+    role = adr_lib.assign(self.adr, key, adr["boundary_prob"])
+    low, high = adr_lib.episode_ranges(adr["low"], adr["high"], role)
+    info = {**adr, "param": role.param, "side": role.side,
+            "value": adr_lib.pinned_value(adr["low"], adr["high"], role)}
+    return {n: (low[i], high[i]) for i, n in enumerate(self._adr_names)}, info
+
+  def _episode_noise_scale(self, ranges, key) -> jax.Array:
+    """Per actor-observation entry noise scale of this episode (ADR'd terms drawn per episode)."""
+    scale = self._noise_scale
+    for i, (item, start, size) in enumerate(self._noise_adr):
+      lo, hi = ranges[item]
+      draw = jax.random.uniform(jax.random.fold_in(key, i), minval=lo, maxval=hi)
+      scale = scale.at[start:start + size].set(draw)
+    return scale
+
   def _draw_push_countdown(self, key) -> jax.Array:
     """Control steps until the next push, uniform over `push_interval_s`."""
     return jax.random.randint(key, (), self._push_steps[0], self._push_steps[1] + 1)
@@ -332,8 +397,8 @@ class LocomotionEnv(Env):
     """A base velocity kick when the countdown runs out; then a new countdown."""
     k_mag, k_dir, k_next = jax.random.split(key, 3)
     due = info["push_countdown"] <= 1
-    speed = jax.random.uniform(k_mag, minval=self.dr.push_velocity_mps[0],
-                               maxval=self.dr.push_velocity_mps[1])
+    speed = jax.random.uniform(k_mag, minval=info["push_range_mps"][0],
+                               maxval=info["push_range_mps"][1])
     angle = jax.random.uniform(k_dir, maxval=2 * jnp.pi)
     kick = jnp.where(due, speed, 0.0) * jnp.array([jnp.cos(angle), jnp.sin(angle)])
     data = data.replace(qvel=data.qvel.at[0:2].add(kick))
@@ -397,7 +462,7 @@ class LocomotionEnv(Env):
       parts.append(jnp.where(hi > lo, (info["joint_obs_delay_ms"] - (lo + hi) / 2) / half, 0.0))
     return jnp.concatenate(parts)
 
-  def _observe(self, actor_q, critic_q, key) -> dict[str, jax.Array]:
+  def _observe(self, actor_q, critic_q, key, info) -> dict[str, jax.Array]:
     """Actor: possibly delayed and noisy; critic: the true current state."""
     actor = obs_lib.observe(self.config.actor_obs, actor_q)
     if self._noise_scale is not None:
@@ -405,7 +470,7 @@ class LocomotionEnv(Env):
         unit = jax.random.normal(key, actor.shape)
       else:
         unit = jax.random.uniform(key, actor.shape, minval=-1.0, maxval=1.0)
-      actor = actor + self._noise_scale * unit
+      actor = actor + info["obs_noise_scale"] * unit
     return {"state": actor, "privileged_state": obs_lib.observe(self.critic_obs, critic_q)}
 
   def observation_layout(self, which: str = "actor") -> list[dict]:

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from mjxgap.adr import ADRConfig, ADRParam
 from mjxgap.errors import UserError
 from mjxgap.robot import Robot
 
@@ -62,6 +63,9 @@ class DomainRandomization:
   # (joint name pattern, low ms, high ms): extra staleness of that group's joint readings,
   # drawn per episode, as when motors answer on separate buses
   joint_group_delay_ms: tuple[tuple[str, float, float], ...] = ()
+  # Automatic domain randomization of some of the items above (see `with_adr`); the items'
+  # ranges here are then ADR's hard limits, the envelope every sizing and scaling uses.
+  adr: ADRConfig | None = None
 
   def validate(self) -> None:
     for field in ("action_delay_ms", "obs_delay_ms", "push_velocity_mps", "push_interval_s"):
@@ -83,9 +87,100 @@ class DomainRandomization:
       if not (np.isfinite(scale) and scale >= 0):
         raise UserError(f"randomization: obs_noise of {term!r} must be >= 0, got {scale}")
 
+    if self.adr is not None:
+      self.adr.validate()
+
   @property
   def pushes(self) -> bool:
     return self.push_velocity_mps[1] > 0
+
+
+# one range each, drawn once per episode (a push magnitude: at each push)
+EPISODE_ITEMS = ("action_delay_ms", "obs_delay_ms", "push_velocity_mps")
+NOISE_PREFIX = "obs_noise."
+
+
+def adr_items(dr: DomainRandomization) -> dict[str, tuple[float, float, float | None]]:
+  """What ADR can control in `dr`: item name -> (low, high, default nominal or None).
+
+  Physics parameters by name (nominal 1 for a scale, 0 for an offset, none for a set value),
+  the delays and push magnitude (nominal 0), and `obs_noise.<term>` for each noisy term
+  (range 0 to its scale, nominal 0).
+  """
+  items = {p.name: (p.low, p.high, {"scale": 1.0, "add": 0.0}.get(p.operation))
+           for p in dr.params}
+  items |= {k: (*getattr(dr, k), 0.0) for k in EPISODE_ITEMS}
+  items |= {NOISE_PREFIX + t: (0.0, v, 0.0) for t, v in dr.obs_noise}
+  return items
+
+
+ADR_PARAM_FIELDS = ("nominal", "delta", "hard_low", "hard_high", "init_low", "init_high",
+                    "multiplicative")
+ADR_FIELDS = ("t_low", "t_high", "buffer_size", "boundary_prob", "params")
+
+
+def with_adr(dr: DomainRandomization, section: Mapping, where: str) -> DomainRandomization:
+  """`dr` with its named items under ADR, from a JSON-like section:
+  `{"t_low", "t_high", "buffer_size", "boundary_prob", "params": {item: {"delta", "nominal",
+  "hard_low", "hard_high", "init_low", "init_high", "multiplicative"}}}`. Hard limits default
+  to the item's range in `dr`; that range becomes the hard limits."""
+  if not isinstance(section, Mapping):
+    raise UserError(f"{where}: adr must be an object")
+  unknown = sorted(set(section) - set(ADR_FIELDS))
+  if unknown:
+    raise UserError(f"{where}: adr: unknown field {unknown[0]!r}; expected: "
+                    f"{', '.join(ADR_FIELDS)}")
+  top = {}
+  for key in ("t_low", "t_high", "boundary_prob", "buffer_size"):
+    if key in section:
+      v = section[key]
+      if not _is_number(v) or (key == "buffer_size" and not isinstance(v, int)):
+        raise UserError(f"{where}: adr.{key} must be a{'n integer' if key == 'buffer_size' else ' number'}, got {v!r}")
+      top[key] = v
+  raw = section.get("params")
+  if not isinstance(raw, Mapping) or not raw:
+    raise UserError(f"{where}: adr.params must be a non-empty object of item -> settings")
+  items = adr_items(dr)
+  params = []
+  for name, settings in raw.items():
+    here = f"{where}: adr.params.{name}"
+    if name not in items:
+      raise UserError(f"{here}: not an item of the randomization spec; expected one of: "
+                      f"{', '.join(items)}")
+    if not isinstance(settings, Mapping):
+      raise UserError(f"{here}: expected an object")
+    bad = sorted(set(settings) - set(ADR_PARAM_FIELDS))
+    if bad:
+      raise UserError(f"{here}: unknown field {bad[0]!r}; expected: {', '.join(ADR_PARAM_FIELDS)}")
+    for key, v in settings.items():
+      ok = isinstance(v, bool) if key == "multiplicative" else _is_number(v)
+      if not ok or (key != "multiplicative" and not np.isfinite(v)):
+        raise UserError(f"{here}: {key} must be {'true or false' if key == 'multiplicative' else 'a finite number'}, got {v!r}")
+    if "delta" not in settings:
+      raise UserError(f"{here}: missing field 'delta'")
+    low, high, nominal = items[name]
+    if "nominal" not in settings and nominal is None:
+      raise UserError(f"{here}: missing field 'nominal' (needed for a parameter that sets a "
+                      "value)")
+    params.append(ADRParam(name=name, nominal=float(settings.get("nominal", nominal)),
+                           delta=float(settings["delta"]),
+                           hard_low=float(settings.get("hard_low", low)),
+                           hard_high=float(settings.get("hard_high", high)),
+                           init_low=settings.get("init_low"), init_high=settings.get("init_high"),
+                           multiplicative=settings.get("multiplicative", False)))
+  config = ADRConfig(params=tuple(params), **top)
+  try:
+    config.validate()
+  except UserError as e:
+    raise UserError(f"{where}: {e}") from None
+  limits = {p.name: (p.hard_low, p.hard_high) for p in params}
+  noise = tuple((t, limits[NOISE_PREFIX + t][1] if NOISE_PREFIX + t in limits else v)
+                for t, v in dr.obs_noise)
+  return dataclasses.replace(
+      dr, adr=config, obs_noise=noise,
+      params=tuple(dataclasses.replace(p, low=limits[p.name][0], high=limits[p.name][1])
+                   if p.name in limits else p for p in dr.params),
+      **{k: limits[k] for k in EPISODE_ITEMS if k in limits})
 
 
 NOMINAL_NOISE = (("gyro", 0.2), ("projected_gravity", 0.05), ("joint_pos", 0.01),
@@ -143,11 +238,41 @@ PRESETS = {
         params=nominal_dr(), action_delay_ms=(0.0, 20.0), obs_delay_ms=(0.0, 8.0),
         delay_jitter_ms=2.0, obs_noise=NOMINAL_NOISE, push_velocity_mps=(0.1, 1.0),
         push_interval_s=(5.0, 15.0)),
+    "adr": lambda: default_adr(),
     "wide": lambda: DomainRandomization(
         params=wide_dr(), action_delay_ms=(0.0, 40.0), obs_delay_ms=(0.0, 20.0),
         delay_jitter_ms=4.0, obs_noise=tuple((k, 1.5 * v) for k, v in NOMINAL_NOISE),
         push_velocity_mps=(0.1, 2.0), push_interval_s=(5.0, 15.0)),
 }
+
+
+# item -> ADR settings of the default humanoid curriculum. Hard limits: the `wide` preset's
+# ranges; each reachable from nominal in about ten steps. Friction becomes a factor on the
+# robot's own friction (0.125-2.5 x, multiplicative steps of 25%), so "nominal" means the
+# robot as modelled whatever its friction.
+DEFAULT_ADR = {
+    "friction": {"multiplicative": True, "delta": 0.25, "hard_low": 0.125, "hard_high": 2.5},
+    "link_mass": {"delta": 0.02, "hard_low": 0.8, "hard_high": 1.2},
+    "kp": {"delta": 0.025, "hard_low": 0.75, "hard_high": 1.25},
+    "kd": {"delta": 0.025, "hard_low": 0.75, "hard_high": 1.25},
+    "motor_strength": {"delta": 0.02, "hard_low": 0.8, "hard_high": 1.2},
+    "action_delay_ms": {"delta": 4.0, "hard_low": 0.0, "hard_high": 40.0},
+    "obs_delay_ms": {"delta": 2.0, "hard_low": 0.0, "hard_high": 20.0},
+    "push_velocity_mps": {"delta": 0.2, "hard_low": 0.0, "hard_high": 2.0},
+}
+
+
+def default_adr() -> DomainRandomization:
+  """`nominal_dr` with ADR on friction, link mass, kp, kd, motor strength, both delays and push
+  magnitude (the other items stay at `nominal_dr`'s fixed ranges); success = the task's
+  performance measure, widen at >= 0.8, narrow at <= 0.3, buffers of 16 episodes (enough to
+  move on a 256-env CPU run; raise with thousands of envs), half the episodes evaluate."""
+  base = PRESETS["nominal_dr"]()
+  base = dataclasses.replace(base, params=tuple(
+      dataclasses.replace(p, operation="scale", distribution="uniform") if p.name == "friction"
+      else p for p in base.params))
+  return with_adr(base, {"t_low": 0.3, "t_high": 0.8, "buffer_size": 16, "boundary_prob": 0.5,
+                         "params": DEFAULT_ADR}, "preset adr")
 
 
 def preset(name: str) -> DomainRandomization:
@@ -176,6 +301,7 @@ def load_spec(path: str) -> DomainRandomization:
     raise UserError(f"randomization file {path}: not valid JSON (line {e.lineno}): {e.msg}") from None
   if not isinstance(raw, dict):
     raise UserError(f"randomization file {path}: expected a JSON object")
+  adr_section = raw.pop("adr", None)
   base = raw.pop("base", "none")
   if base not in PRESETS:
     raise UserError(f"randomization file {path}: base must be a preset ({', '.join(PRESETS)}), "
@@ -219,6 +345,8 @@ def load_spec(path: str) -> DomainRandomization:
     dr.validate()
   except UserError as e:
     raise UserError(f"randomization file {path}: {e}") from None
+  if adr_section is not None:
+    dr = with_adr(dataclasses.replace(dr, adr=None), adr_section, f"randomization file {path}")
   return dr
 
 
@@ -330,15 +458,18 @@ class Randomizer:
       ids = ids[keep]
       self.params.append(_Resolved(s, ids))
 
-  def sample(self, key: jax.Array) -> dict[str, jax.Array]:
-    """Raw draws from each parameter's range (before applying), one per element."""
+  def sample(self, key: jax.Array, ranges: Mapping[str, tuple] | None = None
+             ) -> dict[str, jax.Array]:
+    """Raw draws (before applying), one per element, from each parameter's range, or from
+    `ranges[name]` = (low, high) where given (ADR's ranges of this episode)."""
     out = {}
+    ranges = ranges or {}
     for p, k in zip(self.params, jax.random.split(key, max(len(self.params), 1))):
       shape = p.shape
-      lo, hi = p.spec.low, p.spec.high
+      lo, hi = ranges.get(p.spec.name, (p.spec.low, p.spec.high))
       if p.spec.distribution == "loguniform":
-        u = jax.random.uniform(k, shape, minval=np.log(lo), maxval=np.log(hi))
-        out[p.spec.name] = jnp.exp(u)
+        u = jax.random.uniform(k, shape, minval=jnp.log(lo), maxval=jnp.log(hi))
+        out[p.spec.name] = jnp.clip(jnp.exp(u), lo, hi)  # a pinned range gives exactly its bound
       else:
         out[p.spec.name] = jax.random.uniform(k, shape, minval=lo, maxval=hi)
     return out

@@ -119,3 +119,32 @@ def test_invalid_settings(kw, needle):
                       "hard_high": 1.0, **kw})
   with pytest.raises(UserError, match=needle):
     adr.init(adr.ADRConfig(params=(p,), **top))
+
+
+def test_reports_of_a_bound_that_moved_since_the_episode_began_are_dropped():
+  """An episode pinned at the old high bound (0.05) measured 0.05, not today's 0.1: its report
+  must not count towards the new bound's buffer."""
+  config = _one_param(buffer_size=5)
+  state = adr.init(config)._replace(high=jnp.array([0.1]))
+  roles = adr.Assignment(param=jnp.array([0, 0, 0]), side=jnp.array([1, 1, 0]))
+  pinned = jnp.array([0.05, 0.1, 0.0])
+  sums, counts = adr.record(config, state, roles, jnp.array([True, True, True]),
+                            jnp.array([1.0, 1.0, 0.0]), pinned)
+  assert counts.tolist() == [[1, 1]] and sums.tolist() == [[0.0, 1.0]]
+
+
+def test_reports_summed_over_devices_equal_one_device():
+  """`record` on two halves of the envs, summed (what psum does over the mesh), then `apply`:
+  the same state as `update` on all envs at once."""
+  config = _one_param(buffer_size=4)
+  key = jax.random.PRNGKey(5)
+  roles = jax.vmap(lambda k: adr.assign(config, k))(jax.random.split(key, 64))
+  finished = jax.random.uniform(jax.random.fold_in(key, 1), (64,)) < 0.5
+  perf = jax.random.uniform(jax.random.fold_in(key, 2), (64,))
+  state = adr.init(config)
+  whole = adr.update(config, state, roles, finished, perf)
+  halves = [adr.record(config, state, jax.tree.map(lambda x: x[s], roles), finished[s], perf[s])
+            for s in (slice(0, 32), slice(32, 64))]
+  split = adr.apply(config, state, halves[0][0] + halves[1][0], halves[0][1] + halves[1][1])
+  for x, y in zip(whole, split):
+    np.testing.assert_allclose(x, y, rtol=1e-6)

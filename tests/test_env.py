@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mjxgap._mjx import mjx
-from mjxgap.locomotion import LocomotionEnv, TaskConfig
+from mjxgap.locomotion import LocomotionEnv
 from mjxgap.rewards import REWARD_TERMS
 from mjxgap.tasks import make_env, task_config
 from mjxgap.wrappers import AutoReset

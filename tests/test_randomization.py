@@ -3,7 +3,6 @@
 import copy
 import jax
 import jax.numpy as jnp
-import mujoco
 import numpy as np
 import pytest
 from scipy import stats

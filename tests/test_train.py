@@ -215,22 +215,29 @@ def test_bench_train_reports_learner_overhead(capsys):
 
 
 def test_two_forced_cpu_devices_train(tmp_path):
-  """The same command on two forced CPU devices: envs split, one replicated set of weights."""
+  """The same command on two forced CPU devices: envs split, one replicated set of weights,
+  and an ADR curriculum whose reports are summed over both (t_high = 0: every full buffer
+  widens, so the bounds must move)."""
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-  p = subprocess.run([sys.executable, "-m", "mjxgap", "train", *SMALL, "--out",
-                      str(tmp_path / "r"), "--total-steps", str(2 * STEPS_PER_ITERATION)],
+  dr = tmp_path / "adr.json"
+  dr.write_text(json.dumps({"base": "nominal_dr", "adr": {
+      "t_low": -1.0, "t_high": 0.0, "buffer_size": 1, "boundary_prob": 1.0,
+      "params": {"kp": {"delta": 0.01}}}}))
+  p = subprocess.run([sys.executable, "-m", "mjxgap", "train", *SMALL, "--dr", str(dr), "--out",
+                      str(tmp_path / "r"), "--total-steps", str(4 * STEPS_PER_ITERATION)],
                      env=env, capture_output=True, text=True, timeout=900)
   assert p.returncode == 0, p.stderr[-3000:]
   rows = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
-  assert [r["iteration"] for r in rows] == [1, 2]
+  assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
   assert all(np.isfinite(r["policy_loss"]) for r in rows)
+  assert rows[-1]["adr/kp/high"] > 1.0 and rows[-1]["adr/kp/low"] < 1.0
   code = ("import jax, json, sys; import mjxgap; from mjxgap.ppo import checkpoint;"
           "from mjxgap.ppo.run import load_config, make_trainer; r = sys.argv[1];"
           "t = make_trainer(load_config(__import__('pathlib').Path(r)));"
           "print(json.dumps([t.num_devices, checkpoint.steps(r)]))")
   q = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], env=env,
                      capture_output=True, text=True, timeout=300)
-  assert json.loads(q.stdout.splitlines()[-1]) == [2, [1, 2]], q.stderr[-2000:]
+  assert json.loads(q.stdout.splitlines()[-1]) == [2, [3, 4]], q.stderr[-2000:]
 
 
 # ------------------------------------------------------------------------------------------

@@ -61,3 +61,39 @@ class PointToTarget(Env):
                          reward=reward, done=done,
                          metrics={"reward/distance": reward, "fell": fell,
                                   "nan": jnp.zeros(())}, info=info)
+
+
+class LambdaTask(PointToTarget):
+  """The toy task with one ADR parameter lambda (nominal 0, hard limits +-1), drawn per
+  episode from the curriculum's range: an episode (4 steps) succeeds exactly when
+  |lambda| < 0.3, whatever the policy does. `adr` is the curriculum; `reset(key, adr)` follows
+  the locomotion env's contract (ranges in, role and pinned value recorded in `info["adr"]`).
+  """
+
+  episode_steps = 4
+
+  def __init__(self, adr_config):
+    self.adr = adr_config
+
+  def reset(self, rng, adr=None):
+    from mjxgap import adr as adr_lib
+
+    state = super().reset(rng)
+    if adr is None:
+      start = adr_lib.init(self.adr)
+      adr = {"low": start.low, "high": start.high,
+             "boundary_prob": jnp.float32(self.adr.boundary_prob)}
+    k_role, k_lam = jax.random.split(jax.random.fold_in(rng, 1))
+    role = adr_lib.assign(self.adr, k_role, adr["boundary_prob"])
+    low, high = adr_lib.episode_ranges(adr["low"], adr["high"], role)
+    lam = jax.random.uniform(k_lam, minval=low[0], maxval=high[0])
+    info = {**state.info, "lam": lam,
+            "adr": {"low": adr["low"], "high": adr["high"], "boundary_prob": adr["boundary_prob"],
+                    "param": role.param, "side": role.side,
+                    "value": adr_lib.pinned_value(adr["low"], adr["high"], role)}}
+    return state.replace(info=info, metrics={**state.metrics, "performance": jnp.zeros(())})
+
+  def step(self, state, action):
+    out = super().step(state, action)
+    success = (jnp.abs(state.info["lam"]) < 0.3).astype(jnp.float32)
+    return out.replace(metrics={**out.metrics, "performance": success * out.done})

@@ -3,6 +3,8 @@
 Each of `episodes` envs runs one full episode from its own reset; an episode ends at its first
 `done` (fall, NaN or time limit). The zero-action policy holds the default pose: the baseline a
 stand policy must beat, so a long survival proves learning and not a robot that stands by itself.
+An ADR run is evaluated over the ranges its curriculum had reached at that checkpoint, with no
+boundary evaluators (every episode samples the whole ranges).
 """
 
 from __future__ import annotations
@@ -32,16 +34,23 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
     env = make_trainer(eval_config).env.env
   else:
     env = trainer.env.env  # without auto-reset: one episode per env
-  iteration = None
-  if policy == "trained":
+  iteration, adr_ranges, host_state = None, None, None
+  if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):
     host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
     iteration = meta["iteration"]
+  if policy == "trained":
     act = trainer.policy_fn(host_state.params, host_state.obs_stats)
   else:
     act = lambda obs: jnp.zeros(obs.shape[:-1] + (env.action_size,))
+  reset = env.reset
+  if env.adr is not None and host_state is not None and "adr" in host_state.curriculum:
+    adr = host_state.curriculum["adr"]
+    adr_ranges = {p.name: [float(lo), float(hi)]
+                  for p, lo, hi in zip(env.adr.params, adr.low, adr.high)}
+    reset = lambda key: env.reset(key, env.adr_ranges(adr.low, adr.high, 0.0))
 
   def run(key):
-    state = jax.vmap(env.reset)(jax.random.split(key, episodes))
+    state = jax.vmap(reset)(jax.random.split(key, episodes))
 
     def body(carry, _):
       s, alive, ret, length, fell, timed_out = carry
@@ -74,4 +83,5 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       "episode_length_fraction": float(length.mean() / env.episode_steps),
       "survived_fraction": float(timed_out.mean()),  # reached the time limit
       "fall_rate": float(fell.mean()),
+      **({"adr_ranges": adr_ranges} if adr_ranges else {}),
   }

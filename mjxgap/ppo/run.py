@@ -2,7 +2,8 @@
 
 `RUN/config.json` is the resolved `TrainConfig`; `RUN/metrics.jsonl` has one JSON object per
 iteration; `RUN/tensorboard/` the same scalars for TensorBoard; `RUN/checkpoints/<iteration>/`
-the full training state; `RUN/learning_curves.png` is drawn at the end.
+the full training state; `RUN/learning_curves.png` is drawn at the end, and for an ADR run
+`RUN/adr_bounds.png` (every bound over training, against its hard limits).
 """
 
 from __future__ import annotations
@@ -145,12 +146,54 @@ def plot_curves(rows: list[dict], path: pathlib.Path, title: str) -> None:
     ax.legend(fontsize=7)
   fig.suptitle(title)
   fig.tight_layout()
+  _save_figure(fig, path)
+
+
+def _save_figure(fig, path: pathlib.Path) -> None:
+  import matplotlib.pyplot as plt
+
   png = io.BytesIO()
   try:
     fig.savefig(png, format="png", dpi=90)
   finally:
     plt.close(fig)
   write_atomic(path, png.getvalue())
+
+
+def plot_adr_bounds(rows: list[dict], adr_config, path: pathlib.Path, title: str) -> None:
+  """One panel per ADR parameter: its low and high bound against env steps, the nominal value
+  and the hard limits; the last panel the ADR entropy."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  params = adr_config.params
+  cols = 3
+  nrows = math.ceil((len(params) + 1) / cols)
+  fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 2.6 * nrows), squeeze=False)
+  steps = np.array([r["env_steps"] for r in rows], float)
+  for ax, p in zip(axes.flat, params):
+    low = np.array([r[f"adr/{p.name}/low"] for r in rows], float)
+    high = np.array([r[f"adr/{p.name}/high"] for r in rows], float)
+    ax.fill_between(steps, low, high, alpha=0.3, step="post")
+    ax.plot(steps, low, label="low", drawstyle="steps-post")
+    ax.plot(steps, high, label="high", drawstyle="steps-post")
+    for v, style in ((p.hard_low, ":"), (p.hard_high, ":"), (p.nominal, "--")):
+      ax.axhline(v, color="grey", linestyle=style, linewidth=0.8)
+    ax.set_title(p.name, fontsize=9)
+    ax.tick_params(labelsize=7)
+  ax = axes.flat[len(params)]
+  ax.plot(steps, [r["adr/entropy"] for r in rows])
+  ax.set_title("ADR entropy (nats per dimension)", fontsize=9)
+  ax.tick_params(labelsize=7)
+  for ax in list(axes.flat)[len(params) + 1:]:
+    ax.axis("off")
+  for ax in axes[-1]:
+    ax.set_xlabel("env steps", fontsize=8)
+  fig.suptitle(title + "  (dotted: hard limits, dashed: nominal)", fontsize=10)
+  fig.tight_layout()
+  _save_figure(fig, path)
 
 
 def _read_metrics(path: pathlib.Path, up_to: int) -> list[dict]:
@@ -265,8 +308,10 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
       signal.signal(sig, handler)
 
   if rows:
-    plot_curves(rows, out / "learning_curves.png",
-                f"{config.robot} / {config.task} / dr={config.dr} / preset={config.preset}")
+    title = f"{config.robot} / {config.task} / dr={config.dr} / preset={config.preset}"
+    plot_curves(rows, out / "learning_curves.png", title)
+    if trainer.adr is not None:
+      plot_adr_bounds(rows, trainer.adr, out / "adr_bounds.png", title)
   finished = [r for r in rows if r.get("episode_return") is not None]
   recent = finished[-max(1, len(finished) // 10):] if finished else []
   return {

@@ -20,6 +20,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from mjxgap import adr as adr_lib
 from mjxgap.errors import UserError
 from mjxgap.ppo import losses, networks
 from mjxgap.ppo import normalizer as norm
@@ -39,7 +40,7 @@ class TrainState(NamedTuple):
   rng: jax.Array
   iteration: jax.Array  # int32
   env_steps: jax.Array  # int32
-  curriculum: Any  # curriculum state of later features (ADR); {} when none
+  curriculum: Any  # {"adr": ADRState} when the env has an ADR curriculum, else {}
 
 
 def _episode_sums(transitions, names):
@@ -68,6 +69,7 @@ class Trainer:
     self.mesh = jax.sharding.Mesh(np.array(devices), (AXIS,))
     self.num_devices = len(devices)
     self.action_size = env.action_size
+    self.adr = getattr(env, "adr", None)  # the env's ADRConfig, if it has a curriculum
     first = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
     self.obs_size = int(first.obs["state"].shape[-1])
     self.critic_obs_size = int(first.obs["privileged_state"].shape[-1])
@@ -108,7 +110,7 @@ class Trainer:
         obs_stats=norm.init(self.obs_size), critic_obs_stats=norm.init(self.critic_obs_size),
         env_state=jax.vmap(self.env.reset)(jax.random.split(k_env, self.config.num_envs)),
         rng=key, iteration=jnp.zeros((), jnp.int32), env_steps=jnp.zeros((), jnp.int32),
-        curriculum={})
+        curriculum={"adr": adr_lib.init(self.adr)} if self.adr else {})
 
   def _specs(self, state: TrainState) -> TrainState:
     specs = jax.tree.map(lambda _: P(), state)
@@ -148,6 +150,10 @@ class Trainer:
           "nan": nxt.metrics["nan"], "final_episode_metrics": nxt.info["final_episode_metrics"],
           "raw_obs": env_state.obs["state"], "raw_critic_obs": env_state.obs["privileged_state"],
       }
+      if self.adr:  # the role of the episode this step belongs to, and how it ended
+        role = env_state.info["adr"]
+        out["adr"] = {"param": role["param"], "side": role["side"], "value": role["value"],
+                      "performance": nxt.metrics["performance"]}
       return nxt, out
 
     return jax.lax.scan(step, state.env_state, jax.random.split(key, cfg.unroll_length))
@@ -181,6 +187,8 @@ class Trainer:
     cfg = self.config
     rng, k_roll, k_sgd = jax.random.split(state.rng, 3)
     device = jax.lax.axis_index(AXIS)
+    if self.adr:  # episodes starting in this rollout draw from the current ranges
+      state = state._replace(env_state=self._publish_adr(state))
     env_state, tr = self._rollout(state, jax.random.fold_in(k_roll, device))
     adv, target = losses.gae(tr["reward"], tr["value"], tr["next_value"], tr["done"],
                              tr["truncation"], cfg.discount, cfg.gae_lambda)
@@ -199,12 +207,47 @@ class Trainer:
                "reward_per_step": jax.lax.pmean(jnp.mean(tr["reward"]), AXIS) / cfg.reward_scaling,
                "action_std": jnp.mean(jnp.exp(params["log_std"])),
                "value_mean": jax.lax.pmean(jnp.mean(tr["value"]), AXIS)}
+    curriculum = state.curriculum
+    if self.adr:
+      curriculum = {"adr": self._update_adr(state.curriculum["adr"], tr)}
+      metrics |= self._adr_metrics(curriculum["adr"], tr)
     new_state = TrainState(
         params=params, opt_state=opt_state, obs_stats=obs_stats, critic_obs_stats=critic_stats,
         env_state=env_state, rng=rng, iteration=state.iteration + 1,
         env_steps=state.env_steps + cfg.num_envs * cfg.unroll_length,
-        curriculum=state.curriculum)
+        curriculum=curriculum)
     return new_state, metrics
+
+  # ----------------------------------------------------------------------------------------
+  # ADR (inside the iteration; ranges replicated, reports summed over the mesh)
+
+  def _publish_adr(self, state: TrainState):
+    """The env states with the curriculum's current ranges in every env's `info["adr"]`."""
+    env_state, adr = state.env_state, state.curriculum["adr"]
+    n = env_state.done.shape[0]
+    info = dict(env_state.info)
+    info["adr"] = {**info["adr"], "low": jnp.broadcast_to(adr.low, (n, *adr.low.shape)),
+                   "high": jnp.broadcast_to(adr.high, (n, *adr.high.shape))}
+    return env_state.replace(info=info)
+
+  def _update_adr(self, adr: adr_lib.ADRState, tr) -> adr_lib.ADRState:
+    """Boundary evaluators whose episodes ended in this rollout report to their bounds'
+    buffers. Every transition, an evaluator's or not, also feeds the PPO update above."""
+    rec = tr["adr"]
+    sums, counts = adr_lib.record(self.adr, adr, adr_lib.Assignment(rec["param"], rec["side"]),
+                                  tr["done"] > 0, rec["performance"], rec["value"])
+    return adr_lib.apply(self.adr, adr, jax.lax.psum(sums, AXIS), jax.lax.psum(counts, AXIS))
+
+  def _adr_metrics(self, adr: adr_lib.ADRState, tr) -> dict[str, jax.Array]:
+    rec = tr["adr"]
+    out = {"adr/entropy": adr_lib.entropy(adr),
+           "adr/evaluator_step_fraction": jax.lax.pmean(jnp.mean(rec["param"] >= 0), AXIS),
+           "adr/evaluator_episodes": jax.lax.psum(jnp.sum((tr["done"] > 0) & (rec["param"] >= 0)),
+                                                  AXIS)}
+    for i, p in enumerate(self.adr.params):
+      out[f"adr/{p.name}/low"] = adr.low[i]
+      out[f"adr/{p.name}/high"] = adr.high[i]
+    return out
 
   def _collect(self, state: TrainState):
     """The rollout alone (no learning): the baseline of `learner_overhead`."""
