@@ -16,18 +16,10 @@ import argparse
 import dataclasses
 import json
 import pathlib
-import platform
-import subprocess
 import sys
 import time
 
-
-def mjxgap(*args: str) -> dict | None:
-  cmd = [sys.executable, "-m", "mjxgap", *args]
-  print("$ mjxgap " + " ".join(args), file=sys.stderr, flush=True)
-  out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
-  last = out.strip().splitlines()[-1] if out.strip() else ""
-  return json.loads(last) if last.startswith("{") else None
+from common import machine, mjxgap
 
 
 def write_envelope(path: pathlib.Path) -> None:
@@ -80,11 +72,11 @@ def main() -> None:
   summary = {
       "command": "python experiments/adr_stand_cpu.py " + " ".join(sys.argv[1:]),
       "date": time.strftime("%Y-%m-%d"),
-      "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+      "machine": machine(),
       "train": train,
       "iterations": last["iteration"],
       "env_steps": last["env_steps"],
-      "final_ranges": {k[4:-4]: [last[k], last[k[:-4] + "high"]]
+      "final_ranges": {k[4:-4]: [last[k], last[k[:-3] + "high"]]
                        for k in last if k.startswith("adr/") and k.endswith("/low")},
       "final_entropy": last["adr/entropy"],
       "eval": evals,

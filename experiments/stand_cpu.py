@@ -14,18 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import platform
-import subprocess
 import sys
 import time
 
-
-def mjxgap(*args: str) -> dict | None:
-  cmd = [sys.executable, "-m", "mjxgap", *args]
-  print("$ mjxgap " + " ".join(args), file=sys.stderr, flush=True)
-  out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
-  last = out.strip().splitlines()[-1] if out.strip() else ""
-  return json.loads(last) if last.startswith("{") else None
+from common import machine, mjxgap
 
 
 def main() -> None:
@@ -52,7 +44,7 @@ def main() -> None:
   summary = {
       "command": "python experiments/stand_cpu.py " + " ".join(sys.argv[1:]),
       "date": time.strftime("%Y-%m-%d"),
-      "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+      "machine": machine(),
       "train": train,
       "trained_policy": trained,
       "zero_action": zero,

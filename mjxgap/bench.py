@@ -24,15 +24,15 @@ def _time_best(fn, arg, repeats: int) -> float:
 
 
 def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
-              steps: int = 100, repeats: int = 3, seed: int = 0, randomization: str = "none"
-              ) -> dict:
+              steps: int = 100, repeats: int = 3, seed: int = 0, randomization: str = "none",
+              actuator: str = "pd") -> dict:
   """Env steps/s of the vmapped, auto-resetting task step and raw physics steps/s.
 
   Both loops run `steps` control steps (`steps * n_substeps` physics steps) as one jitted
   `scan` over `num_envs` worlds, so the ratio isolates what the env adds to bare physics.
   """
   rb = load_robot(robot)
-  env = make_env(task, rb, randomization=randomization)
+  env = make_env(task, rb, randomization=randomization, actuator=actuator)
   wrapped = AutoReset(env)
   state = jax.jit(jax.vmap(wrapped.reset))(jax.random.split(jax.random.PRNGKey(seed), num_envs))
   zeros = jnp.zeros((num_envs, env.action_size))
@@ -65,6 +65,7 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
       "robot": rb.name,
       "task": task,
       "dr": randomization,
+      "actuator": actuator,
       "num_envs": num_envs,
       "steps": steps,
       "n_substeps": env.n_substeps,
@@ -82,7 +83,7 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
 
 def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
                 iterations: int = 5, preset: str = "cpu", randomization: str = "none",
-                seed: int = 0) -> dict:
+                seed: int = 0, actuator: str = "pd") -> dict:
   """Training env steps/s against rollout-only env steps/s on the same envs and policy.
 
   The rollout-only loop is the training iteration's own rollout (policy inference included)
@@ -95,6 +96,7 @@ def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256
 
   base = ppo_config.preset(preset)
   config = dataclasses.replace(base, robot=robot, task=task, dr=randomization, seed=seed,
+                               actuator=actuator,
                                ppo=dataclasses.replace(base.ppo, num_envs=num_envs))
   config.validate()
   t_start = time.perf_counter()

@@ -55,13 +55,19 @@ def _emit(result: dict, out: str | None) -> None:
   print(json.dumps(result))
 
 
+ROBOT_HELP = "built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)"
+DR_HELP = ("randomization: a preset (none, physics, nominal_dr, wide, adr: an ADR curriculum) "
+           "or a .json file")
+ACTUATOR_HELP = ("actuator model: pd (MuJoCo's position actuators, default), "
+                 "dcmotor[:saturation_factor=X,no_load_speed_rad_s=Y], or net:DIR "
+                 "(from mjxgap actuator fit)")
+
+
 def _add_robot_task(p: argparse.ArgumentParser) -> None:
-  p.add_argument("--robot", default=DEFAULT_ROBOT,
-                 help="built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)")
+  p.add_argument("--robot", default=DEFAULT_ROBOT, help=ROBOT_HELP)
   p.add_argument("--task", default=DEFAULT_TASK, help="task name (default: stand)")
-  p.add_argument("--dr", default="none",
-                 help="randomization: a preset (none, physics, nominal_dr, wide, adr: an ADR "
-                      "curriculum) or a .json file")
+  p.add_argument("--dr", default="none", help=DR_HELP)
+  p.add_argument("--actuator", default=None, help=ACTUATOR_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,12 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--resume", action="store_true",
                  help="continue the run in --out from its latest checkpoint")
   p.add_argument("--preset", default=None, help="smoke (default), cpu or gpu")
-  p.add_argument("--robot", default=None,
-                 help="built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)")
+  p.add_argument("--robot", default=None, help=ROBOT_HELP)
   p.add_argument("--task", default=None, help="task name (default: stand)")
-  p.add_argument("--dr", default=None,
-                 help="randomization: a preset (none, physics, nominal_dr, wide, adr: an ADR "
-                      "curriculum) or a .json file")
+  p.add_argument("--dr", default=None, help=DR_HELP)
+  p.add_argument("--actuator", default=None, help=ACTUATOR_HELP)
   p.add_argument("--num-envs", type=_positive_int, default=None)
   p.add_argument("--total-steps", type=_positive_int, default=None,
                  help="env steps; on --resume a larger value extends the run")
@@ -111,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--policy", choices=("trained", "zero"), default="trained",
                  help="zero: hold the default pose (the baseline a stand policy must beat)")
   p.add_argument("--dr", default=None, help="randomization to evaluate under (default: the run's)")
+  p.add_argument("--actuator", default=None, help="actuator model (default: the run's)")
   p.add_argument("--step", type=int, default=None, help="checkpoint iteration (default: latest)")
   p.add_argument("--seed", type=int, default=1_000_003)
   p.add_argument("--out", help="also write the JSON result to this file")
@@ -131,6 +136,27 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--iterations", type=_positive_int, default=5, help="timed iterations")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--out", help="also write the JSON result to this file")
+
+  act = sub.add_parser("actuator", help="motor logs and learned actuator models")
+  asub = act.add_subparsers(dest="actuator_command", required=True, parser_class=_Parser)
+  p = asub.add_parser("synth", help="motor logs of a robot on a test stand with a non-ideal "
+                                    "reference motor")
+  p.add_argument("--robot", default=DEFAULT_ROBOT)
+  p.add_argument("--out", required=True, help="log file to write (.csv or .npz)")
+  p.add_argument("--seconds", type=_positive_float, default=60.0)
+  p.add_argument("--rate-hz", type=_positive_float, default=500.0, help="log sampling rate")
+  p.add_argument("--delay-ms", type=float, default=3.0, help="transport delay of the target")
+  p.add_argument("--seed", type=int, default=0)
+  p = asub.add_parser("fit", help="fit an actuator network to motor logs")
+  p.add_argument("logs", help="motor log (.csv or .npz; see README)")
+  p.add_argument("--robot", default=DEFAULT_ROBOT)
+  p.add_argument("--out", required=True, help="folder for the model and its report")
+  p.add_argument("--lags-ms", default=None, help="history lags, e.g. 0,4,8,12,16,20 (default)")
+  p.add_argument("--hidden", default=None, help="hidden layer sizes, e.g. 32,32,32 (default)")
+  p.add_argument("--max-epochs", type=_positive_int, default=None)
+  p.add_argument("--rate-tolerance", type=_positive_float, default=0.1,
+                 help="allowed deviation of a sampling interval, fraction (default 0.1)")
+  p.add_argument("--seed", type=int, default=0)
   return parser
 
 
@@ -149,7 +175,8 @@ def _train_config(args):
   else:
     config = ppo_config.preset(args.preset or "smoke")
   flags = {k: v for k, v in (("robot", args.robot), ("task", args.task), ("dr", args.dr),
-                             ("seed", args.seed), ("total_steps", args.total_steps))
+                             ("actuator", args.actuator), ("seed", args.seed),
+                             ("total_steps", args.total_steps))
            if v is not None}
   config = dataclasses.replace(config, **flags)
   if args.num_envs is not None:
@@ -159,6 +186,8 @@ def _train_config(args):
   # files named relative to here must still be found by `eval` or `--resume` from elsewhere
   absolute = {k: os.path.abspath(getattr(config, k)) for k in ("robot", "dr")
               if os.path.isfile(getattr(config, k))}
+  if config.actuator.startswith("net:"):
+    absolute["actuator"] = "net:" + os.path.abspath(config.actuator[4:])
   return dataclasses.replace(config, **absolute)  # checked by `train`
 
 
@@ -178,7 +207,7 @@ def run(argv: list[str] | None = None) -> int:
 
     enable_compilation_cache()
     _emit(random_rollout(args.robot, args.task, args.num_envs, args.seconds, args.action_std,
-                         args.seed, args.dr), args.out)
+                         args.seed, args.dr, args.actuator or "pd"), args.out)
   elif args.command == "train":
     from mjxgap.jax_setup import enable_compilation_cache
     from mjxgap.ppo.run import train
@@ -198,19 +227,29 @@ def run(argv: list[str] | None = None) -> int:
     from mjxgap.ppo.evaluate import evaluate
 
     enable_compilation_cache()
-    _emit(evaluate(args.run, args.episodes, args.seed, args.policy, args.dr, args.step),
-          args.out)
+    _emit(evaluate(args.run, args.episodes, args.seed, args.policy, args.dr, args.step,
+                   args.actuator), args.out)
   elif args.command == "bench" and args.bench_command == "train":
     from mjxgap.bench import bench_train
 
     _emit(bench_train(args.robot, args.task, args.num_envs, args.iterations, args.preset,
-                      args.dr, args.seed), args.out)
+                      args.dr, args.seed, args.actuator or "pd"), args.out)
   elif args.command == "bench" and args.bench_command == "env":
     from mjxgap.bench import bench_env
 
     # No persistent compilation cache here: `compile_s` must be a real compile.
     _emit(bench_env(args.robot, args.task, args.num_envs, args.steps, args.repeats, args.seed,
-                    args.dr), args.out)
+                    args.dr, args.actuator or "pd"), args.out)
+  elif args.command == "actuator" and args.actuator_command == "synth":
+    from mjxgap.actuator_cli import synth
+
+    _emit(synth(args.robot, args.out, args.seconds, args.rate_hz, args.delay_ms, args.seed),
+          None)
+  elif args.command == "actuator" and args.actuator_command == "fit":
+    from mjxgap.actuator_cli import fit
+
+    _emit(fit(args.logs, args.robot, args.out, args.lags_ms, args.hidden, args.max_epochs,
+              args.rate_tolerance, args.seed), None)
   return 0
 
 

@@ -33,3 +33,17 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
 
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
   write_atomic(path, json.dumps(obj, indent=2) + "\n")
+
+
+def write_figure_atomic(fig, path: str | os.PathLike, dpi: int = 90) -> None:
+  """Saves a matplotlib figure as PNG through `write_atomic`, and closes it."""
+  import io
+
+  import matplotlib.pyplot as plt
+
+  png = io.BytesIO()
+  try:
+    fig.savefig(png, format="png", dpi=dpi)
+  finally:
+    plt.close(fig)
+  write_atomic(path, png.getvalue())

@@ -23,6 +23,7 @@ import mujoco
 import numpy as np
 from brax.envs.base import Env, State
 
+from mjxgap import actuators
 from mjxgap import adr as adr_lib
 from mjxgap import observations as obs_lib
 from mjxgap import rewards as rew_lib
@@ -102,9 +103,14 @@ class LocomotionEnv(Env):
   """A floating-base humanoid with position actuators, configured by a `TaskConfig`."""
 
   def __init__(self, robot: Robot, config: TaskConfig,
-               randomization: DomainRandomization = DomainRandomization()):
+               randomization: DomainRandomization = DomainRandomization(),
+               actuator: str = "pd"):
     config.validate()
     randomization.validate()
+    # `pd`: MuJoCo's position actuators; otherwise a torque model run at every physics step
+    self.actuator = actuators.make(actuator, robot)
+    if self.actuator is not None:
+      robot = actuators.torque_actuated(robot)
     if abs(config.ctrl_dt - robot.ctrl_dt) > 1e-12:
       robot = dataclasses.replace(robot, ctrl_dt=config.ctrl_dt)
     if robot.n_substeps < 1 or abs(robot.n_substeps * robot.sim_dt - config.ctrl_dt) > 1e-9:
@@ -143,7 +149,8 @@ class LocomotionEnv(Env):
   def _init_randomization(self, dr: DomainRandomization) -> None:
     """Static sizes and scales of per-episode physics, latency, noise and pushes."""
     self.dr = dr
-    self.randomizer = Randomizer(self.robot, dr.params)
+    self.randomizer = Randomizer(self.robot, dr.params,
+                                 torque_actuated=self.actuator is not None)
     sim_ms = self.robot.sim_dt * 1000.0
     max_act = int(round((dr.action_delay_ms[1] + dr.delay_jitter_ms) / sim_ms))
     group_lo, group_hi = np.zeros(self.robot.nu), np.zeros(self.robot.nu)
@@ -251,6 +258,9 @@ class LocomotionEnv(Env):
       info["obs_noise_scale"] = self._episode_noise_scale(ranges, jax.random.fold_in(k_noise, 2))
     if self.adr is not None:
       info["adr"] = adr_info
+    if self.actuator is not None:  # this episode's kp, kd and strength [3, nu]
+      info["actuator_gains"] = jnp.stack(self.randomizer.gains(draws))
+      info["actuator_history"] = jnp.zeros((self.actuator.history_steps, self.robot.nu, 2))
     q = self._quantities(data, zeros_u, info, feet_down, no_feet, jnp.zeros(self.n_feet))
     metrics = {f"reward/{k}": jnp.zeros(()) for k in self._reward_names}
     metrics |= {"nan": jnp.zeros(()), "fell": jnp.zeros(()), "performance": jnp.zeros(())}
@@ -272,7 +282,8 @@ class LocomotionEnv(Env):
                                     self.robot.sim_dt)
     targets = latency.substep_targets(history, act_delay, self.n_substeps)
     model = self.mjx_model.replace(**info["model"]) if info["model"] else self.mjx_model
-    data, states = self.simulate(model, data0, targets, record=self._state_history > 0)
+    data, states, actuator_history = self.simulate(
+        model, data0, targets, record=self._state_history > 0, info=info)
     finite = jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))
     data = jax.tree.map(lambda new, old: jnp.where(finite, new, old), data, data0)
 
@@ -317,6 +328,8 @@ class LocomotionEnv(Env):
         "target_history": history,
         "tracking_error_sum": tracking_error,
     }
+    if self.actuator is not None:
+      info["actuator_history"] = jnp.where(finite, actuator_history, info["actuator_history"])
     q_actor = q
     if self._state_history:  # the actor sees the robot as it was obs_delay ms ago
       states = jnp.where(finite, states, jnp.concatenate([data.qpos, data.qvel]))
@@ -348,17 +361,26 @@ class LocomotionEnv(Env):
 
   # --- pieces ------------------------------------------------------------------------------
 
-  def simulate(self, model, data, targets: jax.Array, record: bool = False):
+  def simulate(self, model, data, targets: jax.Array, record: bool = False, info=None):
     """Advances physics by one control period; `targets[i]` is the actuator target at substep i.
 
-    Returns the final data and, if `record`, each substep's (qpos, qvel) [n_substeps, nq + nv].
+    Returns the final data, if `record` each substep's (qpos, qvel) [n_substeps, nq + nv], and
+    the actuator model's history (None with MuJoCo's own PD). A torque model sends
+    ctrl = tau + kd qd: the actuator's force is ctrl - kd qd, with the damping term left to
+    MuJoCo (implicit under an implicit integrator).
     """
+    history = None if self.actuator is None else info["actuator_history"]
 
-    def substep(d, target):
+    def substep(carry, target):
+      d, history = carry
+      if self.actuator is not None:
+        target, history = actuators.control(self.actuator, history, target, d, self._qpos_adr,
+                                            self._qvel_adr, info["actuator_gains"])
       d = mjx.step(model, d.replace(ctrl=target))
-      return d, (jnp.concatenate([d.qpos, d.qvel]) if record else None)
+      return (d, history), (jnp.concatenate([d.qpos, d.qvel]) if record else None)
 
-    return jax.lax.scan(substep, data, targets)
+    (data, history), states = jax.lax.scan(substep, (data, history), targets)
+    return data, states, history
 
   def adr_ranges(self, low: jax.Array, high: jax.Array, boundary_prob) -> dict[str, jax.Array]:
     """What `reset(key, adr)` takes: the curriculum's ranges and evaluator fraction."""

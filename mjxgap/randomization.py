@@ -435,8 +435,11 @@ def _apply(op: str, current: jax.Array, draw: jax.Array) -> jax.Array:
 class Randomizer:
   """Samples a spec per environment and turns samples into model fields. Pure, vmappable."""
 
-  def __init__(self, robot: Robot, spec: tuple[ParamSpec, ...]):
+  def __init__(self, robot: Robot, spec: tuple[ParamSpec, ...], torque_actuated: bool = False):
+    """`torque_actuated`: the robot's actuators take torques (a non-PD actuator model), so Kp
+    is not a model field but one of `gains`."""
     self.robot = robot
+    self.torque_actuated = torque_actuated
     seen = set()
     self.params: list[_Resolved] = []
     m = robot.mj_model
@@ -500,7 +503,7 @@ class Randomizer:
         name = f"dof_{kind}"
         dofs = m.jnt_dofadr[ids]
         fields[name] = get(name).at[dofs].set(apply(get(name)[dofs]))
-      elif kind == "kp":
+      elif kind == "kp" and not self.torque_actuated:
         kp = apply(get("actuator_gainprm")[ids, 0])
         fields["actuator_gainprm"] = get("actuator_gainprm").at[ids, 0].set(kp)
         fields["actuator_biasprm"] = get("actuator_biasprm").at[ids, 1].set(-kp)
@@ -517,6 +520,26 @@ class Randomizer:
         jnts = m.actuator_trnid[ids, 0]
         fields["jnt_actfrcrange"] = get("jnt_actfrcrange").at[jnts].multiply(factor[:, None])
     return fields
+
+  def gains(self, draws: Mapping[str, jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """This episode's Kp, Kd (N m/rad, N m s/rad) and torque-limit factor per actuator, for
+    actuator models that compute torques themselves."""
+    values = {"kp": jnp.asarray(self.robot.kp, jnp.float32),
+              "kd": jnp.asarray(self.robot.kd, jnp.float32),
+              "motor_strength": jnp.ones(self.robot.nu)}
+    for p in self.params:
+      if p.spec.kind in values:
+        v = values[p.spec.kind]
+        if p.spec.kind == "motor_strength":
+          # a factor on the limit, whatever the operation (as `model_fields` applies it)
+          limit = np.where(np.isfinite(self.robot.torque_limit[p.ids]),
+                           self.robot.torque_limit[p.ids], 1.0)
+          new = v.at[p.ids].multiply(_apply(p.spec.operation, jnp.asarray(limit, jnp.float32),
+                                            draws[p.spec.name]) / limit)
+        else:
+          new = v.at[p.ids].set(_apply(p.spec.operation, v[p.ids], draws[p.spec.name]))
+        values[p.spec.kind] = new
+    return values["kp"], values["kd"], values["motor_strength"]
 
   def normalized(self, draws: Mapping[str, jax.Array]) -> jax.Array:
     """All draws flattened, each mapped to [-1, 1] over its range (log scale for loguniform)."""

@@ -15,10 +15,10 @@ from mjxgap.wrappers import AutoReset
 
 def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 64,
                    seconds: float = 5.0, action_std: float = 0.3, seed: int = 0,
-                   randomization: str = "none") -> dict:
+                   randomization: str = "none", actuator: str = "pd") -> dict:
   """Runs `seconds` of simulated time with Gaussian random actions; returns what happened."""
   rb = load_robot(robot)
-  env = AutoReset(make_env(task, rb, randomization=randomization))
+  env = AutoReset(make_env(task, rb, randomization=randomization, actuator=actuator))
   steps = max(1, int(round(seconds / env.dt)))
   key, k_reset = jax.random.split(jax.random.PRNGKey(seed))
   state = jax.vmap(env.reset)(jax.random.split(k_reset, num_envs))
@@ -45,6 +45,7 @@ def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 
       "robot": rb.name,
       "task": task,
       "dr": randomization,
+      "actuator": actuator,
       "num_envs": num_envs,
       "control_steps": steps,
       "simulated_s_per_env": round(steps * env.dt, 3),

@@ -35,7 +35,9 @@ def task_config(task: str, overrides: Mapping[str, Any] | None = None) -> TaskCo
 
 
 def make_env(task: str, robot: Robot, overrides: Mapping[str, Any] | None = None,
-             randomization: str | DomainRandomization = "none") -> LocomotionEnv:
-  """The task's env; `randomization` is a preset name, a .json file, or a DomainRandomization."""
+             randomization: str | DomainRandomization = "none",
+             actuator: str = "pd") -> LocomotionEnv:
+  """The task's env; `randomization` is a preset name, a .json file, or a DomainRandomization;
+  `actuator` is `pd`, `dcmotor` or `net:DIR` (`mjxgap.actuators`)."""
   dr = preset(randomization) if isinstance(randomization, str) else randomization
-  return LocomotionEnv(robot, task_config(task, overrides), dr)
+  return LocomotionEnv(robot, task_config(task, overrides), dr, actuator)

@@ -74,6 +74,7 @@ class TrainConfig:
   robot: str = "builtin"
   task: str = "stand"
   dr: str = "none"  # randomization preset or .json spec
+  actuator: str = "pd"  # pd | dcmotor[:options] | net:DIR (mjxgap.actuators)
   seed: int = 0
   total_steps: int = 1_000_000  # env steps (control steps summed over envs)
   task_overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -96,6 +97,11 @@ class TrainConfig:
 
     task_config(self.task, self.task_overrides)
     randomization(self.dr).validate()
+    from mjxgap import actuators
+
+    kind, arg = actuators.parse(self.actuator)
+    if kind == "net":
+      actuators.load_net(arg)
 
   @property
   def steps_per_iteration(self) -> int:

@@ -22,15 +22,17 @@ from mjxgap.ppo.run import load_config, make_trainer
 
 
 def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_003,
-             policy: str = "trained", dr: str | None = None, step: int | None = None) -> dict:
+             policy: str = "trained", dr: str | None = None, step: int | None = None,
+             actuator: str | None = None) -> dict:
   """Mean return, length and fall rate of `episodes` episodes with the deterministic policy."""
   run_dir = pathlib.Path(run_dir)
   config = load_config(run_dir)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
-  eval_config = dataclasses.replace(config, dr=dr or config.dr)
+  eval_config = dataclasses.replace(config, dr=dr or config.dr,
+                                    actuator=actuator or config.actuator)
   trainer = make_trainer(config)  # the trained state's shapes come from the training env
-  if eval_config.dr != config.dr:
+  if (eval_config.dr, eval_config.actuator) != (config.dr, config.actuator):
     env = make_trainer(eval_config).env.env
   else:
     env = trainer.env.env  # without auto-reset: one episode per env
@@ -76,6 +78,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       "robot": config.robot,
       "task": config.task,
       "dr": eval_config.dr,
+      "actuator": eval_config.actuator,
       "episodes": episodes,
       "max_episode_length": env.episode_steps,
       "episode_return": float(ret.mean()),

@@ -8,7 +8,6 @@ the full training state; `RUN/learning_curves.png` is drawn at the end, and for 
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -22,15 +21,16 @@ import jax
 import numpy as np
 
 from mjxgap.errors import UserError
-from mjxgap.files import write_atomic
+from mjxgap.files import write_atomic, write_figure_atomic
 from mjxgap.ppo import checkpoint
 from mjxgap.ppo.config import TrainConfig, from_dict
 from mjxgap.ppo.trainer import Trainer
 
 # Fields a resumed run cannot change: they define the env, the shapes of the saved state, or
 # what the network has learned to see.
-INCOMPATIBLE = ("robot", "task", "dr", "task_overrides", "ppo.num_envs", "ppo.actor_hidden",
-                "ppo.critic_hidden", "ppo.activation", "ppo.normalize_observations")
+INCOMPATIBLE = ("robot", "task", "dr", "actuator", "task_overrides", "ppo.num_envs",
+                "ppo.actor_hidden", "ppo.critic_hidden", "ppo.activation",
+                "ppo.normalize_observations")
 
 
 def _get(config: TrainConfig, dotted: str):
@@ -64,7 +64,8 @@ def make_trainer(config: TrainConfig) -> Trainer:
   from mjxgap.robot import load_robot
   from mjxgap.tasks import make_env
 
-  env = make_env(config.task, load_robot(config.robot), config.task_overrides, config.dr)
+  env = make_env(config.task, load_robot(config.robot), config.task_overrides, config.dr,
+                 config.actuator)
   return Trainer(env, config.ppo, config.total_steps)
 
 
@@ -146,18 +147,7 @@ def plot_curves(rows: list[dict], path: pathlib.Path, title: str) -> None:
     ax.legend(fontsize=7)
   fig.suptitle(title)
   fig.tight_layout()
-  _save_figure(fig, path)
-
-
-def _save_figure(fig, path: pathlib.Path) -> None:
-  import matplotlib.pyplot as plt
-
-  png = io.BytesIO()
-  try:
-    fig.savefig(png, format="png", dpi=90)
-  finally:
-    plt.close(fig)
-  write_atomic(path, png.getvalue())
+  write_figure_atomic(fig, path)
 
 
 def plot_adr_bounds(rows: list[dict], adr_config, path: pathlib.Path, title: str) -> None:
@@ -193,7 +183,7 @@ def plot_adr_bounds(rows: list[dict], adr_config, path: pathlib.Path, title: str
     ax.set_xlabel("env steps", fontsize=8)
   fig.suptitle(title + "  (dotted: hard limits, dashed: nominal)", fontsize=10)
   fig.tight_layout()
-  _save_figure(fig, path)
+  write_figure_atomic(fig, path)
 
 
 def _read_metrics(path: pathlib.Path, up_to: int) -> list[dict]:

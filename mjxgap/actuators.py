@@ -1,0 +1,251 @@
+"""Actuator models: the torque a joint drive delivers, computed at physics rate.
+
+One interface for every task: `Actuator.torque(history, target, q, qd, gains) -> (tau, history)`
+with `gains` the episode's (kp, kd, strength) per joint. `pd` is the robot's own MuJoCo position
+actuator (nothing computed here); `dcmotor` is PD clipped by a torque-speed line (saturation
+torque at standstill falling to zero at the no-load speed) and the torque limit; `net` is a
+learned network (Hwangbo et al. 2019) on the position error and velocity at lags in ms.
+
+For `dcmotor` and `net` the robot's position actuators become torque actuators
+(`torque_actuated`): force = ctrl - kd * qd, with the velocity term still inside MuJoCo so that
+an implicit integrator keeps damping it implicitly; the env sends ctrl = tau + kd * qd, so the
+joint receives exactly the model's torque.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from mjxgap.errors import UserError
+from mjxgap.robot import Robot
+
+KINDS = ("pd", "dcmotor", "net")
+NET_FILES = ("actuator_net.json", "actuator_net.npz")
+
+
+def torque_speed_limits(qd, saturation, no_load_speed, limit, xp=jnp):
+  """(lowest, highest) torque a DC motor can deliver at joint speed `qd`: the saturation torque
+  at standstill, falling linearly to zero at the no-load speed in the direction of motion
+  (and rising against it), clipped to +-limit."""
+  high = xp.clip(saturation * (1.0 - qd / no_load_speed), -limit, limit)
+  low = xp.clip(saturation * (-1.0 - qd / no_load_speed), -limit, limit)
+  return low, high
+
+
+# ------------------------------------------------------------------------------------------
+# the network: one small MLP per joint (each joint its own drive), stacked as plain arrays
+
+def net_apply(params: list[tuple], x, activation: str = "softsign"):
+  """One joint's MLP: `params` = [(W, b), ...]; softsign hidden layers, linear output."""
+  act = {"softsign": jax.nn.soft_sign, "tanh": jnp.tanh, "elu": jax.nn.elu}[activation]
+  for w, b in params[:-1]:
+    x = act(x @ w + b)
+  w, b = params[-1]
+  return x @ w + b
+
+
+def nets_apply(params: list[tuple], x, activation: str = "softsign"):
+  """Every joint's MLP on its own inputs: params stacked [joints, ...], x [joints, ..., inputs]."""
+  return jax.vmap(lambda p, xj: net_apply(p, xj, activation))(params, x)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetSpec:
+  """What the networks read and how to scale it; saved as `actuator_net.json`. Per joint (in
+  `joints` order): inputs are divided by the scales, the output multiplied by `torque_scale`."""
+
+  lags_ms: tuple[float, ...]  # history lags of each input, 0 = now
+  joints: tuple[str, ...]  # the joints fitted (and driven by the network in simulation)
+  pos_error_scale: tuple[float, ...]  # rad
+  velocity_scale: tuple[float, ...]  # rad/s
+  torque_scale: tuple[float, ...]  # N m
+  hidden: tuple[int, ...] = (32, 32, 32)
+  activation: str = "softsign"
+  log_dt_s: float = 0.0  # the sampling interval of the logs it was fitted on
+
+  @property
+  def input_size(self) -> int:
+    return 2 * len(self.lags_ms)
+
+  def inputs(self, pos_error, velocity):
+    """[joints, ..., lags] position errors and velocities -> scaled inputs [joints, ..., 2 lags]."""
+    shape = (-1,) + (1,) * (pos_error.ndim - 1)
+    pe = jnp.asarray(self.pos_error_scale, jnp.float32).reshape(shape)
+    ve = jnp.asarray(self.velocity_scale, jnp.float32).reshape(shape)
+    return jnp.concatenate([pos_error / pe, velocity / ve], axis=-1)
+
+  def torque(self, output):
+    """Network outputs [joints, ...] -> N m."""
+    shape = (-1,) + (1,) * (output.ndim - 1)
+    return output * jnp.asarray(self.torque_scale, jnp.float32).reshape(shape)
+
+
+def save_net(out: pathlib.Path, spec: NetSpec, params: list[tuple], extra: dict) -> None:
+  import io
+
+  from mjxgap.files import write_atomic
+
+  arrays = {}
+  for i, (w, b) in enumerate(params):
+    arrays[f"layer{i}_w"], arrays[f"layer{i}_b"] = np.asarray(w), np.asarray(b)
+  buf = io.BytesIO()
+  np.savez(buf, **arrays)
+  write_atomic(out / "actuator_net.npz", buf.getvalue())
+  write_atomic(out / "actuator_net.json", json.dumps(
+      {**dataclasses.asdict(spec), "layers": len(params), **extra}, indent=2) + "\n")
+
+
+def load_net(folder: str | pathlib.Path) -> tuple[NetSpec, list[tuple]]:
+  folder = pathlib.Path(folder)
+  for name in NET_FILES:
+    if not (folder / name).is_file():
+      raise UserError(f"--actuator net:{folder}: missing {name} (made by `mjxgap actuator fit`)")
+  try:
+    raw = json.loads((folder / "actuator_net.json").read_text())
+    fields = {f.name for f in dataclasses.fields(NetSpec)}
+    spec = NetSpec(**{k: tuple(v) if isinstance(v, list) else v
+                      for k, v in raw.items() if k in fields})
+    with np.load(folder / "actuator_net.npz") as z:
+      params = [(jnp.asarray(z[f"layer{i}_w"]), jnp.asarray(z[f"layer{i}_b"]))
+                for i in range(raw["layers"])]
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise UserError(f"--actuator net:{folder}: unreadable actuator model ({e})") from None
+  w0 = params[0][0]
+  if w0.shape[0] != len(spec.joints) or w0.shape[1] != spec.input_size:
+    raise UserError(f"--actuator net:{folder}: first layer is {tuple(w0.shape)}, the spec needs "
+                    f"({len(spec.joints)}, {spec.input_size}, ...)")
+  return spec, params
+
+
+# ------------------------------------------------------------------------------------------
+# the models as the env uses them
+
+@dataclasses.dataclass(frozen=True)
+class DCMotorConfig:
+  saturation_factor: float = 1.5  # saturation torque at standstill, x the joint's torque limit
+  no_load_speed_rad_s: float = 20.0
+
+
+class Actuator:
+  """An actuator model built for one robot and physics step."""
+
+  kind: str = "pd"
+  history_steps: int = 0  # physics steps of (position error, velocity) history kept
+
+  def torque(self, history, target, q, qd, gains):
+    raise NotImplementedError
+
+
+class DCMotor(Actuator):
+  kind = "dcmotor"
+
+  def __init__(self, robot: Robot, config: DCMotorConfig = DCMotorConfig()):
+    limit = np.where(np.isfinite(robot.torque_limit), robot.torque_limit, 1e6)
+    self.limit = jnp.asarray(limit, jnp.float32)
+    self.saturation = jnp.asarray(config.saturation_factor * limit, jnp.float32)
+    self.no_load_speed = float(config.no_load_speed_rad_s)
+
+  def torque(self, history, target, q, qd, gains):
+    kp, kd, strength = gains
+    low, high = torque_speed_limits(qd, strength * self.saturation, self.no_load_speed,
+                                    strength * self.limit)
+    return jnp.clip(kp * (target - q) - kd * qd, low, high), history
+
+
+class NetActuator(Actuator):
+  kind = "net"
+
+  def __init__(self, robot: Robot, folder: str | pathlib.Path):
+    self.spec, self.params = load_net(folder)
+    unknown = [j for j in self.spec.joints if j not in robot.joint_names]
+    if unknown:
+      raise UserError(f"--actuator net:{folder}: joint {unknown[0]!r} is not an actuated joint "
+                      f"of {robot.name} ({', '.join(robot.joint_names)})")
+    self.index = np.asarray([robot.joint_names.index(j) for j in self.spec.joints])
+    # a lag between two physics steps reads both, linearly interpolated
+    steps = np.asarray(self.spec.lags_ms) / 1000.0 / robot.sim_dt
+    self.lag_lo = np.floor(steps + 1e-9).astype(int)
+    self.lag_frac = jnp.asarray(steps - self.lag_lo, jnp.float32)
+    self.history_steps = int(self.lag_lo.max()) + 2
+    limit = np.where(np.isfinite(robot.torque_limit), robot.torque_limit, 1e6)
+    self.limit = jnp.asarray(limit, jnp.float32)
+
+  def torque(self, history, target, q, qd, gains):
+    """history [H, nu, 2]: (position error, velocity) per physics step, newest first. Joints
+    without a network stay ideal PD."""
+    kp, kd, strength = gains
+    history = jnp.concatenate([jnp.stack([target - q, qd], -1)[None], history[:-1]])
+    frac = self.lag_frac[:, None, None]
+    lagged = (1 - frac) * history[self.lag_lo] + frac * history[self.lag_lo + 1]  # [lags, nu, 2]
+    lagged = lagged[:, self.index]  # [lags, joints, 2]
+    x = self.spec.inputs(lagged[..., 0].T, lagged[..., 1].T)  # [joints, 2 lags]
+    tau_net = self.spec.torque(nets_apply(self.params, x, self.spec.activation)[:, 0])
+    tau = (kp * (target - q) - kd * qd).at[self.index].set(strength[self.index] * tau_net)
+    return jnp.clip(tau, -strength * self.limit, strength * self.limit), history
+
+
+def control(actuator: Actuator, history, target, data, qpos_adr, qvel_adr, gains):
+  """(ctrl, history) of one physics step for a `torque_actuated` robot: the model's torque plus
+  kd qd, which the actuator's bias (-kd qd, kept in MuJoCo) takes away again."""
+  q, qd = data.qpos[qpos_adr], data.qvel[qvel_adr]
+  tau, history = actuator.torque(history, target, q, qd, gains)
+  return tau + gains[1] * qd, history
+
+
+def parse(text: str) -> tuple[str, str | None]:
+  """`pd`, `dcmotor[:field=value,...]` or `net:DIR` -> (kind, argument)."""
+  kind, _, arg = text.partition(":")
+  if kind not in KINDS or (kind == "net" and not arg) or (kind == "pd" and arg):
+    raise UserError(f"--actuator must be pd, dcmotor[:saturation_factor=X,no_load_speed_rad_s=Y] "
+                    f"or net:DIR, got {text!r}")
+  if kind == "dcmotor":
+    _dcmotor_config(arg)
+  return kind, arg or None
+
+
+def _dcmotor_config(arg: str) -> DCMotorConfig:
+  fields = {f.name for f in dataclasses.fields(DCMotorConfig)}
+  values = {}
+  for item in filter(None, arg.split(",")):
+    key, _, value = item.partition("=")
+    if key not in fields:
+      raise UserError(f"--actuator dcmotor: unknown field {key!r}; expected: {', '.join(fields)}")
+    try:
+      values[key] = float(value)
+    except ValueError:
+      raise UserError(f"--actuator dcmotor: {key} must be a number, got {value!r}") from None
+    if not (np.isfinite(values[key]) and values[key] > 0):
+      raise UserError(f"--actuator dcmotor: {key} must be > 0, got {value}")
+  return DCMotorConfig(**values)
+
+
+def make(text: str, robot: Robot) -> Actuator | None:
+  """The actuator model named by `text` for `robot`, or None for MuJoCo's own PD."""
+  kind, arg = parse(text)
+  if kind == "pd":
+    return None
+  if kind == "dcmotor":
+    return DCMotor(robot, _dcmotor_config(arg or ""))
+  return NetActuator(robot, arg)
+
+
+def torque_actuated(robot: Robot) -> Robot:
+  """The robot with its position actuators turned into torque actuators that keep their
+  velocity gain inside MuJoCo: force = ctrl - kd * qd, clipped to the same force range."""
+  m = copy.deepcopy(robot.mj_model)
+  m.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
+  m.actuator_gainprm[:] = 0.0
+  m.actuator_gainprm[:, 0] = 1.0
+  m.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_AFFINE
+  m.actuator_biasprm[:] = 0.0
+  m.actuator_biasprm[:, 2] = -robot.kd
+  m.actuator_ctrllimited[:] = 0
+  return dataclasses.replace(robot, mj_model=m)

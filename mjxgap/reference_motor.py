@@ -1,0 +1,143 @@
+"""Synthetic motor logs: a robot on a test stand, driven by a non-ideal reference motor.
+
+The robot hangs with its base held fixed and contacts off (native MuJoCo, 1 kHz). Each actuated
+joint's drive runs its PD on the target it received `delay_ms` ago and on a motor-side encoder
+(quantised, noisy, with gear backlash between motor and joint), its torque is clipped by a DC
+motor's torque-speed line and torque limit, and Coulomb and viscous gear friction take their
+share before the joint. Targets arrive at the policy rate (zero-order hold), alternating chirps,
+steps and walking-like rhythms. The logged `tau` is the torque at the joint; `q` and `qd` are
+the joint encoder's readings.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import mujoco
+import numpy as np
+
+from mjxgap.actuators import torque_speed_limits
+from mjxgap.robot import Robot
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceMotor:
+  delay_ms: float = 3.0  # transport delay of the position target
+  saturation_factor: float = 1.0  # stall torque, x the joint's torque limit
+  no_load_speed_rad_s: float = 10.0
+  coulomb_fraction: float = 0.05  # Coulomb friction, x the torque limit (N m)
+  viscous_nms: float = 0.5  # viscous gear friction, N m s/rad
+  backlash_rad: float = 0.004
+  encoder_bits: int = 14  # per revolution
+  position_noise_rad: float = 2e-4
+  velocity_noise_rad_s: float = 0.01
+  coulomb_smoothing_rad_s: float = 0.1  # friction = coulomb tanh(qd / this): no stiction jump
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthConfig:
+  seconds: float = 60.0
+  log_rate_hz: float = 500.0
+  physics_dt_s: float = 0.001
+  target_rate_hz: float = 50.0  # targets change at the policy rate
+  block_s: float = 4.0  # chirp, steps and walking-like targets alternate in blocks this long
+  amplitude_rad: float = 0.3
+  seed: int = 0
+  motor: ReferenceMotor = ReferenceMotor()
+
+
+def targets(robot: Robot, config: SynthConfig, rng: np.random.Generator) -> np.ndarray:
+  """[samples at the target rate, nu] joint targets in rad, within the joint ranges."""
+  n = int(round(config.seconds * config.target_rate_hz))
+  t = np.arange(n) / config.target_rate_hz
+  nu = robot.nu
+  out = np.zeros((n, nu))
+  block = int(round(config.block_s * config.target_rate_hz))
+  for k, start in enumerate(range(0, n, block)):
+    tt = t[start:start + block] - t[start]
+    amp = config.amplitude_rad * rng.uniform(0.3, 1.0, nu)
+    kind = k % 3
+    if kind == 0:  # chirp 0.2 -> 3 Hz
+      f0, f1 = 0.2, 3.0
+      phase = 2 * np.pi * (f0 * tt + (f1 - f0) / (2 * config.block_s) * tt ** 2)
+      seg = amp * np.sin(phase[:, None] + rng.uniform(0, 2 * np.pi, nu))
+    elif kind == 1:  # steps held 0.2-0.8 s
+      seg = np.zeros((len(tt), nu))
+      i = 0
+      while i < len(tt):
+        hold = int(rng.uniform(0.2, 0.8) * config.target_rate_hz)
+        seg[i:i + hold] = rng.uniform(-1, 1, nu) * amp
+        i += hold
+    else:  # walking-like: a gait rhythm with harmonics, left/right in antiphase
+      f = rng.uniform(0.8, 2.0)
+      side = np.where(np.arange(nu) < nu // 2, 0.0, np.pi)
+      ph = 2 * np.pi * f * tt[:, None] + side + rng.uniform(0, 0.5, nu)
+      seg = amp * (0.7 * np.sin(ph) + 0.3 * np.sin(2 * ph + 0.4))
+    out[start:start + block] = seg[:n - start]
+  q = robot.default_joint_pos + out
+  lo, hi = robot.joint_range[:, 0], robot.joint_range[:, 1]
+  return np.clip(q, np.where(np.isfinite(lo), lo + 0.05, -np.inf),
+                 np.where(np.isfinite(hi), hi - 0.05, np.inf))
+
+
+def synthesize(robot: Robot, config: SynthConfig = SynthConfig()) -> dict[str, np.ndarray]:
+  """Log columns (see `mjxgap.motor_logs`) of every actuated joint on the test stand."""
+  rng = np.random.default_rng(config.seed)
+  motor = config.motor
+  m = copy.deepcopy(robot.mj_model)
+  m.opt.timestep = config.physics_dt_s
+  m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+  m.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
+  m.actuator_gainprm[:] = 0.0
+  m.actuator_gainprm[:, 0] = 1.0
+  m.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_NONE
+  m.actuator_biasprm[:] = 0.0
+  m.actuator_ctrllimited[:] = 0
+  m.actuator_forcelimited[:] = 0
+  m.jnt_actfrclimited[:] = 0
+  d = mujoco.MjData(m)
+  d.qpos[:] = robot.default_qpos
+  base_qpos = robot.default_qpos[:7].copy()
+  mujoco.mj_forward(m, d)
+
+  limit = np.where(np.isfinite(robot.torque_limit), robot.torque_limit, 100.0)
+  saturation = motor.saturation_factor * limit
+  coulomb = motor.coulomb_fraction * limit
+  resolution = 2 * np.pi / 2 ** motor.encoder_bits
+  qadr, vadr = robot.qpos_adr, robot.qvel_adr
+
+  target_seq = targets(robot, config, rng)
+  steps = int(round(config.seconds / config.physics_dt_s))
+  per_target = int(round(1.0 / (config.target_rate_hz * config.physics_dt_s)))
+  per_log = int(round(1.0 / (config.log_rate_hz * config.physics_dt_s)))
+  delay = int(round(motor.delay_ms / 1000.0 / config.physics_dt_s))
+  motor_side = d.qpos[qadr].copy()
+  rows = {c: [] for c in ("time_s", "q_target", "q", "qd", "tau")}
+
+  def encoder(x):
+    noisy = x + rng.normal(0, motor.position_noise_rad, x.shape)
+    return np.round(noisy / resolution) * resolution
+
+  for i in range(steps):
+    sent = target_seq[min(i // per_target, len(target_seq) - 1)]
+    received = target_seq[min(max(i - delay, 0) // per_target, len(target_seq) - 1)]
+    q, qd = d.qpos[qadr].copy(), d.qvel[vadr].copy()
+    motor_side = np.clip(motor_side, q - motor.backlash_rad / 2, q + motor.backlash_rad / 2)
+    qd_meas = qd + rng.normal(0, motor.velocity_noise_rad_s, qd.shape)
+    tau_cmd = robot.kp * (received - encoder(motor_side)) - robot.kd * qd_meas
+    low, high = torque_speed_limits(qd, saturation, motor.no_load_speed_rad_s, limit, xp=np)
+    friction = coulomb * np.tanh(qd / motor.coulomb_smoothing_rad_s) + motor.viscous_nms * qd
+    tau = np.clip(tau_cmd, low, high) - friction
+    if i % per_log == 0:
+      rows["time_s"].append(np.full(robot.nu, i * config.physics_dt_s))
+      rows["q_target"].append(sent)
+      rows["q"].append(encoder(q))
+      rows["qd"].append(qd_meas)
+      rows["tau"].append(tau)
+    d.ctrl[:] = tau
+    mujoco.mj_step(m, d)
+    d.qpos[:7], d.qvel[:6] = base_qpos, 0.0  # the base stays bolted to the stand
+  out = {c: np.concatenate(v) for c, v in rows.items()}
+  out["joint"] = np.tile(np.asarray(robot.joint_names, object), len(rows["time_s"]))
+  return out
