@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
-import shutil
-import tempfile
 import time
 
 from mjxgap.errors import UserError
@@ -57,6 +54,7 @@ def fit(logs: str, robot: str, out: str, lags_ms: str | None, hidden: str | None
   from mjxgap import __version__, motor_logs
   from mjxgap.actuator_fit import FitConfig, fit as fit_net, plot
   from mjxgap.actuators import save_net
+  from mjxgap.files import folder_atomic
   from mjxgap.robot import load_robot
 
   out = pathlib.Path(out)
@@ -73,27 +71,13 @@ def fit(logs: str, robot: str, out: str, lags_ms: str | None, hidden: str | None
   spec, params, report, held_out = fit_net(log, rb, config)
   report = {"logs": str(logs), "robot": rb.name, "fit_s": round(time.perf_counter() - t0, 1),
             "config": dataclasses.asdict(config), **report}
-  try:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would survive the rename
-  except OSError as e:
-    raise UserError(f"cannot write to {out}: {e.strerror or e}") from None
-  try:
+  with folder_atomic(out) as tmp:
     save_net(tmp, spec, params, {"robot": rb.name, "mjxgap_version": __version__,
                                  "logs": str(logs)})
     (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(held_out, log.dt_s, tmp / "fit.png",
          f"{rb.name}: held-out torque, net RMSE {report['net']['rmse']:.2f} N m, "
          f"ideal PD {report['pd']['rmse']:.2f} N m")
-    if out.exists():
-      out.rmdir()
-    tmp.rename(out)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
   return {"out": str(out), "fit_s": report["fit_s"], "epochs": report["epochs"],
           "net": {k: report["net"][k] for k in ("rmse", "r2")},
           "pd": {k: report["pd"][k] for k in ("rmse", "r2")},

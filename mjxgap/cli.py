@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--out", help="also write the JSON result to this file")
 
+  p = sub.add_parser("export", help="export a run's policy for a robot: policy.onnx, "
+                                    "policy.json, weights.npz")
+  p.add_argument("run", help="run folder (from mjxgap train)")
+  p.add_argument("--out", required=True, help="folder to create (must not exist or be empty)")
+  p.add_argument("--step", type=int, default=None, help="checkpoint iteration (default: latest)")
+
   act = sub.add_parser("actuator", help="motor logs and learned actuator models")
   asub = act.add_subparsers(dest="actuator_command", required=True, parser_class=_Parser)
   p = asub.add_parser("synth", help="motor logs of a robot on a test stand with a non-ideal "
@@ -240,6 +246,12 @@ def run(argv: list[str] | None = None) -> int:
     # No persistent compilation cache here: `compile_s` must be a real compile.
     _emit(bench_env(args.robot, args.task, args.num_envs, args.steps, args.repeats, args.seed,
                     args.dr, args.actuator or "pd"), args.out)
+  elif args.command == "export":
+    from mjxgap.export import export
+    from mjxgap.jax_setup import enable_compilation_cache
+
+    enable_compilation_cache()
+    _emit(export(args.run, args.out, args.step), None)
   elif args.command == "actuator" and args.actuator_command == "synth":
     from mjxgap.actuator_cli import synth
 

@@ -3,9 +3,11 @@ or a kill never leaves a half-written file behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import shutil
 import tempfile
 
 from mjxgap.errors import UserError
@@ -47,3 +49,26 @@ def write_figure_atomic(fig, path: str | os.PathLike, dpi: int = 90) -> None:
   finally:
     plt.close(fig)
   write_atomic(path, png.getvalue())
+
+
+@contextlib.contextmanager
+def folder_atomic(out: str | os.PathLike):
+  """Yields a temporary folder next to `out` to fill; renames it to `out` (which must be absent
+  or empty) when the block succeeds, removes it when the block fails."""
+  out = pathlib.Path(out)
+  try:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would survive the rename
+  except OSError as e:
+    raise UserError(f"cannot write to {out}: {e.strerror or e}") from None
+  try:
+    yield tmp
+    if out.exists():
+      out.rmdir()
+    tmp.rename(out)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise

@@ -1,0 +1,249 @@
+"""Exporting a trained policy for a robot: `policy.onnx`, `policy.json`, `weights.npz`.
+
+The ONNX graph is written node by node with `onnx.helper` (no TensorFlow, no tracing): the
+observation normaliser ((obs - mean) / std, clipped), the actor MLP and the clip of the
+deployed action - exactly `Trainer.policy_fn`. Export compares onnxruntime against the JAX
+policy on random and recorded observations and refuses to write if they differ; it writes into
+a temporary folder renamed at the end, so a failed export leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjxgap.errors import UserError
+
+OPSET = 17  # onnxruntime 1.32 runs opsets 7-23; 17 is what robot runtimes widely accept
+IR_VERSION = 8
+PARITY_ATOL = 1e-5
+OBS_CLIP = 10.0  # the normaliser's clip (mjxgap.ppo.normalizer.normalize)
+OBS_EPS = 1e-6
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportedPolicy:
+  """The policy as plain arrays: what both the ONNX graph and `weights.npz` hold."""
+
+  obs_mean: np.ndarray  # [obs] float32; zeros without normalisation
+  obs_std: np.ndarray  # [obs] float32; ones without normalisation
+  normalize: bool
+  layers: list[tuple[np.ndarray, np.ndarray]]  # (W [in, out], b [out]), input to output
+  activation: str  # of every hidden layer; the last layer is linear
+  action_clip: float
+
+
+def from_train_state(params, obs_stats, ppo_config) -> ExportedPolicy:
+  from mjxgap.ppo import normalizer
+
+  p = params["actor"]["params"]
+  hidden = sorted((k for k in p if k.startswith("hidden_")), key=lambda k: int(k.split("_")[1]))
+  layers = [(np.asarray(p[k]["kernel"], np.float32), np.asarray(p[k]["bias"], np.float32))
+            for k in (*hidden, "out")]
+  size = layers[0][0].shape[0]
+  if ppo_config.normalize_observations and int(obs_stats.count) > 0:
+    mean = np.asarray(obs_stats.mean, np.float32)
+    std = np.asarray(jnp.sqrt(normalizer.variance(obs_stats) + OBS_EPS), np.float32)
+  else:
+    mean, std = np.zeros(size, np.float32), np.ones(size, np.float32)
+  return ExportedPolicy(mean, std, bool(ppo_config.normalize_observations), layers,
+                        ppo_config.activation, float(ppo_config.action_clip))
+
+
+def numpy_forward(policy: ExportedPolicy, obs: np.ndarray) -> np.ndarray:
+  """The deployed action in plain numpy (what a microcontroller port computes)."""
+  x = np.asarray(obs, np.float32)
+  if policy.normalize:
+    x = np.clip((x - policy.obs_mean) / policy.obs_std, -OBS_CLIP, OBS_CLIP)
+  act = {"elu": lambda v: np.where(v > 0, v, np.expm1(np.minimum(v, 0))),
+         "tanh": np.tanh, "relu": lambda v: np.maximum(v, 0),
+         "swish": lambda v: v / (1 + np.exp(-v))}[policy.activation]
+  for i, (w, b) in enumerate(policy.layers):
+    x = x @ w + b
+    if i < len(policy.layers) - 1:
+      x = act(x)
+  return np.clip(x, -policy.action_clip, policy.action_clip)
+
+
+def onnx_model(policy: ExportedPolicy, doc: str = ""):
+  """The ONNX graph `obs [batch, obs] float32 -> action [batch, actions] float32`."""
+  import onnx
+  from onnx import TensorProto, helper, numpy_helper
+
+  inits, nodes = [], []
+
+  def const(name, value):
+    inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+    return name
+
+  x = "obs"
+  if policy.normalize:
+    nodes += [helper.make_node("Sub", [x, const("obs_mean", policy.obs_mean)], ["obs_centered"]),
+              helper.make_node("Div", ["obs_centered", const("obs_std", policy.obs_std)],
+                               ["obs_scaled"]),
+              helper.make_node("Clip", ["obs_scaled", const("obs_clip_low", -OBS_CLIP),
+                                        const("obs_clip_high", OBS_CLIP)], ["obs_normalized"])]
+    x = "obs_normalized"
+  for i, (w, b) in enumerate(policy.layers):
+    mm, y = f"layer{i}_matmul", f"layer{i}_linear"
+    nodes += [helper.make_node("MatMul", [x, const(f"layer{i}_weight", w)], [mm]),
+              helper.make_node("Add", [mm, const(f"layer{i}_bias", b)], [y])]
+    x = y
+    if i < len(policy.layers) - 1:
+      h = f"layer{i}_out"
+      if policy.activation == "elu":
+        nodes.append(helper.make_node("Elu", [x], [h], alpha=1.0))
+      elif policy.activation == "tanh":
+        nodes.append(helper.make_node("Tanh", [x], [h]))
+      elif policy.activation == "relu":
+        nodes.append(helper.make_node("Relu", [x], [h]))
+      else:  # swish: x * sigmoid(x)
+        nodes += [helper.make_node("Sigmoid", [x], [f"layer{i}_sigmoid"]),
+                  helper.make_node("Mul", [x, f"layer{i}_sigmoid"], [h])]
+      x = h
+  nodes.append(helper.make_node("Clip", [x, const("action_clip_low", -policy.action_clip),
+                                         const("action_clip_high", policy.action_clip)],
+                                ["action"]))
+  n_obs, n_act = policy.layers[0][0].shape[0], policy.layers[-1][0].shape[1]
+  graph = helper.make_graph(
+      nodes, "mjxgap_policy",
+      [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", n_obs])],
+      [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["batch", n_act])], inits)
+  model = helper.make_model(graph, producer_name="mjxgap", doc_string=doc,
+                            opset_imports=[helper.make_opsetid("", OPSET)])
+  model.ir_version = IR_VERSION
+  onnx.checker.check_model(model, full_check=True)
+  return model
+
+
+def onnx_run(model_bytes: bytes, obs: np.ndarray) -> np.ndarray:
+  import onnxruntime as ort
+
+  options = ort.SessionOptions()
+  options.intra_op_num_threads = 1
+  session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+  return session.run(["action"], {"obs": np.asarray(obs, np.float32)})[0]
+
+
+def weights_arrays(policy: ExportedPolicy) -> dict[str, np.ndarray]:
+  out = {"obs_mean": policy.obs_mean, "obs_std": policy.obs_std,
+         "layer_order": np.asarray([f"layer{i}" for i in range(len(policy.layers))]),
+         "activation": np.asarray(policy.activation),
+         "obs_clip": np.float32(OBS_CLIP if policy.normalize else np.inf),
+         "action_clip": np.float32(policy.action_clip)}
+  for i, (w, b) in enumerate(policy.layers):
+    out[f"layer{i}_weight"], out[f"layer{i}_bias"] = w, b
+  return out
+
+
+def sidecar(config, env, iteration: int, policy: ExportedPolicy) -> dict:
+  """Everything a robot runtime needs besides the network (`policy.json`)."""
+  from mjxgap import __version__
+
+  robot, task, dr = env.robot, env.config, env.dr
+  finite = lambda a: [float(x) if np.isfinite(x) else None for x in np.asarray(a)]
+  offset, layout = 0, []
+  for term in env.observation_layout("actor"):
+    layout.append({**term, "offset": offset, "scale": 1.0,
+                   "noise_in_training": dict(dr.obs_noise).get(term["name"], 0.0)})
+    offset += term["size"]
+  config_json = json.dumps(config.to_dict(), sort_keys=True)
+  return {
+      "format": "mjxgap-policy/1",
+      "mjxgap_version": __version__,
+      "robot": robot.name,
+      "task": task.name,
+      "checkpoint_iteration": iteration,
+      "training_config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
+      "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET,
+               "ir_version": IR_VERSION, "normalizer_folded_in": policy.normalize},
+      "joint_names": list(robot.joint_names),
+      "default_joint_pos_rad": [float(x) for x in robot.default_joint_pos],
+      "action": {
+          "size": int(robot.nu), "clip": policy.action_clip, "scale_rad": task.action_scale_rad,
+          "target": "joint_target_rad = default_joint_pos_rad + scale_rad * clip(action)",
+          "order": "joint_names"},
+      "kp_nm_per_rad": [float(x) for x in robot.kp],
+      "kd_nms_per_rad": [float(x) for x in robot.kd],
+      "torque_limit_nm": finite(robot.torque_limit),
+      "control_period_s": float(env.dt),
+      "physics_step_s": float(robot.sim_dt),
+      "observation": {"size": offset, "terms": layout,
+                      "note": "concatenate the terms in this order; frames and units as given; "
+                              "the normaliser is inside policy.onnx, feed raw values"},
+      "command": {"terms": ["forward_velocity_mps", "lateral_velocity_mps", "yaw_rate_rad_s"],
+                  "ranges": [list(r) for r in task.command_ranges]},
+      "trained_with": {"randomization": config.dr, "actuator": config.actuator,
+                       "action_delay_ms": list(dr.action_delay_ms),
+                       "obs_delay_ms": list(dr.obs_delay_ms),
+                       "delay_jitter_ms": dr.delay_jitter_ms},
+  }
+
+
+def _recorded_observations(trainer, act, count: int, seed: int) -> np.ndarray:
+  """Observations the policy met driving the training env: `count` of them, several envs."""
+  env = trainer.env.env
+  n_envs = 8
+  steps = -(-count // n_envs)
+
+  def run(key):
+    s = jax.vmap(env.reset)(jax.random.split(key, n_envs))
+
+    def body(s, _):
+      return jax.vmap(env.step)(s, act(s.obs["state"])), s.obs["state"]
+
+    return jax.lax.scan(body, s, None, length=steps)[1]
+
+  obs = np.asarray(jax.jit(run)(jax.random.PRNGKey(seed)))
+  return obs.reshape(-1, obs.shape[-1])[:count]
+
+
+def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | None = None,
+           samples: int = 1000, seed: int = 0) -> dict:
+  from mjxgap.files import folder_atomic, write_atomic
+  from mjxgap.ppo import checkpoint
+  from mjxgap.ppo.run import load_config, make_trainer
+
+  run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
+  if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    raise UserError(f"--out {out}: exists and is not an empty folder")
+  config = load_config(run_dir)
+  checkpoint.read_meta(run_dir, step)  # a clear error before building anything
+  trainer = make_trainer(config)
+  state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
+  policy = from_train_state(state.params, state.obs_stats, config.ppo)
+  model = onnx_model(policy, f"mjxgap policy: {config.robot} / {config.task}, "
+                             f"iteration {meta['iteration']}")
+  model_bytes = model.SerializeToString()
+
+  # parity: random observations around the normaliser's statistics, and recorded ones
+  act = jax.jit(trainer.policy_fn(state.params, state.obs_stats))
+  rng = np.random.default_rng(seed)
+  random_obs = (policy.obs_mean + 3.0 * policy.obs_std
+                * rng.standard_normal((samples, policy.obs_mean.size))).astype(np.float32)
+  obs = np.concatenate([random_obs, _recorded_observations(trainer, act, samples, seed)])
+  reference = np.asarray(act(jnp.asarray(obs)))
+  diff = float(np.max(np.abs(onnx_run(model_bytes, obs) - reference)))
+  diff_numpy = float(np.max(np.abs(numpy_forward(policy, obs) - reference)))
+  if not (diff <= PARITY_ATOL and diff_numpy <= PARITY_ATOL):
+    raise UserError(f"{run_dir}: export refused: ONNX differs from the JAX policy by {diff:.2e} "
+                    f"(numpy weights by {diff_numpy:.2e}); allowed {PARITY_ATOL:g}")
+
+  info = sidecar(config, trainer.env.env, int(meta["iteration"]), policy)
+  info["parity"] = {"observations": int(len(obs)), "max_abs_diff_onnx": diff,
+                    "max_abs_diff_numpy": diff_numpy}
+  with folder_atomic(out) as tmp:
+    write_atomic(tmp / "policy.onnx", model_bytes)
+    write_atomic(tmp / "policy.json", json.dumps(info, indent=2) + "\n")
+    buf = io.BytesIO()
+    np.savez(buf, **weights_arrays(policy))
+    write_atomic(tmp / "weights.npz", buf.getvalue())
+  return {"out": str(out), "run": str(run_dir), "iteration": int(meta["iteration"]),
+          "files": ["policy.onnx", "policy.json", "weights.npz"], **info["parity"]}
