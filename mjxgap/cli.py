@@ -143,6 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--out", required=True, help="folder to create (must not exist or be empty)")
   p.add_argument("--step", type=int, default=None, help="checkpoint iteration (default: latest)")
 
+  p = sub.add_parser("play", help="run an exported policy in native MuJoCo (not MJX) from its "
+                                  "policy.json alone; JSON summary")
+  p.add_argument("policy", help="folder written by mjxgap export")
+  p.add_argument("--robot", default=None, help="default: the robot named in policy.json")
+  p.add_argument("--seconds", type=_positive_float, default=20.0)
+  p.add_argument("--command", dest="velocity_command", default="0,0,0",
+                 help="forward m/s, lateral m/s, yaw rad/s (default 0,0,0)")
+  p.add_argument("--out", help="also write the JSON result to this file")
+
   act = sub.add_parser("actuator", help="motor logs and learned actuator models")
   asub = act.add_subparsers(dest="actuator_command", required=True, parser_class=_Parser)
   p = asub.add_parser("synth", help="motor logs of a robot on a test stand with a non-ideal "
@@ -252,6 +261,16 @@ def run(argv: list[str] | None = None) -> int:
 
     enable_compilation_cache()
     _emit(export(args.run, args.out, args.step), None)
+  elif args.command == "play":
+    from mjxgap.play import play
+
+    try:
+      command = [float(x) for x in args.velocity_command.split(",")]
+    except ValueError:
+      command = []
+    if len(command) != 3:
+      raise UserError(f"--command must be three numbers vx,vy,yaw_rate, got {args.velocity_command!r}")
+    _emit(play(args.policy, args.robot, args.seconds, command), args.out)
   elif args.command == "actuator" and args.actuator_command == "synth":
     from mjxgap.actuator_cli import synth
 

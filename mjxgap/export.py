@@ -159,6 +159,7 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy) -> dict:
       "format": "mjxgap-policy/1",
       "mjxgap_version": __version__,
       "robot": robot.name,
+      "robot_source": config.robot,  # what `mjxgap play` loads: builtin, a file, a Menagerie name
       "task": task.name,
       "checkpoint_iteration": iteration,
       "training_config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
@@ -178,6 +179,10 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy) -> dict:
       "observation": {"size": offset, "terms": layout,
                       "note": "concatenate the terms in this order; frames and units as given; "
                               "the normaliser is inside policy.onnx, feed raw values"},
+      "termination": {"fall_height_m": task.fall_height_fraction * env.default_height,
+                      "max_tilt_rad": task.max_tilt_rad,
+                      "note": "fallen: base height above the floor below fall_height_m, or the "
+                              "base tilted more than max_tilt_rad"},
       "command": {"terms": ["forward_velocity_mps", "lateral_velocity_mps", "yaw_rate_rad_s"],
                   "ranges": [list(r) for r in task.command_ranges]},
       "trained_with": {"randomization": config.dr, "actuator": config.actuator,

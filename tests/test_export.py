@@ -143,3 +143,73 @@ def test_export_errors_one_line_exit_2(exported, tmp_path, capsys):
     code, _, err = _cli(argv, capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)
   assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_checkpoint_of_another_format_version_one_line(exported, tmp_path, capsys,
+                                                        monkeypatch):
+  """A checkpoint written by an mjxgap whose checkpoint format differs (here: this one's,
+  read by a version expecting format 2)."""
+  run, _ = exported
+  monkeypatch.setattr(checkpoint, "FORMAT_VERSION", 2)
+  code, _, err = _cli(["export", str(run), "--out", str(tmp_path / "x")], capsys)
+  assert code == 2 and "not an mjxgap checkpoint of format 2" in err, err
+  assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# the robot side: observations from policy.json alone, and `mjxgap play` in native MuJoCo
+
+def test_runtime_imports_neither_mjxgap_nor_jax():
+  import ast
+
+  from mjxgap import runtime
+
+  tree = ast.parse(open(runtime.__file__).read())
+  modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+  modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+  assert not {m for m in modules if m and m.split(".")[0] in ("mjxgap", "jax", "mujoco")}, modules
+
+
+def test_observation_from_policy_json_equals_the_training_observation(exported, builtin_robot):
+  """On the same simulator states, the runtime's observation (built from policy.json and raw
+  readings only) equals what the env fed the actor, and so does the ONNX action."""
+  import jax
+
+  from mjxgap import runtime
+  from mjxgap.tasks import make_env
+
+  _, out = exported
+  env = make_env("stand", builtin_robot, {"zero_command_prob": 0.0,
+                                          "command_ranges": ((-0.5, 0.5), (-0.3, 0.3), (-1, 1))})
+  step = jax.jit(env.step)
+  state = jax.jit(env.reset)(jax.random.PRNGKey(4))
+  rng = np.random.default_rng(0)
+  policy = runtime.Policy(out)
+  for _ in range(4):
+    state = step(state, rng.uniform(-1, 1, env.action_size).astype(np.float32))
+    qpos, qvel = np.asarray(state.pipeline_state.qpos), np.asarray(state.pipeline_state.qvel)
+    readings = {"base_quat_wxyz": qpos[3:7], "base_ang_vel": qvel[3:6],
+                "joint_pos": qpos[builtin_robot.qpos_adr],
+                "joint_vel": qvel[builtin_robot.qvel_adr],
+                "last_action": np.asarray(state.info["last_action"]),
+                "command": np.asarray(state.info["command"])}
+    obs = runtime.observation(policy.spec, readings)
+    np.testing.assert_allclose(obs, np.asarray(state.obs["state"]), atol=1e-5, rtol=1e-5)
+    run = lambda o: policy.session.run(["action"], {"obs": o[None]})[0]
+    np.testing.assert_allclose(run(obs), run(np.asarray(state.obs["state"])), atol=1e-5)
+  assert np.abs(np.asarray(state.info["command"])).max() > 0  # the command term was exercised
+
+
+def test_play_runs_the_export_in_native_mujoco(exported, tmp_path, capsys):
+  _, out = exported
+  code, printed, err = _cli(["play", str(out), "--seconds", "0.5", "--command", "0.2,0,0",
+                             "--out", str(tmp_path / "play.json")], capsys)
+  assert code == 0, err
+  r = json.loads(printed)
+  assert r == json.loads((tmp_path / "play.json").read_text())
+  assert "native" in r["simulator"] and r["command"] == [0.2, 0.0, 0.0]
+  assert 0 < r["survived_s"] <= 0.5 and r["mean_velocity_tracking_error_mps"] >= 0
+  for argv, needle in ((["play", str(tmp_path / "nothing")], "missing policy.json"),
+                       (["play", str(out), "--command", "1,2"], "--command must be three")):
+    code, _, err = _cli(argv, capsys)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err

@@ -1,0 +1,98 @@
+"""`mjxgap play`: an exported policy driving the robot in native MuJoCo (C), not MJX.
+
+The observation comes from `mjxgap.runtime`, which reads only `policy.json`; the robot's
+position actuators get `default + scale * action` every control period. A policy that stands
+here as it stood in MJX has crossed the first gap (MJX -> MuJoCo) with a complete sidecar.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import mujoco
+import numpy as np
+
+from mjxgap.errors import UserError
+from mjxgap.runtime import Policy, rotate_inverse
+
+
+def _load(folder: pathlib.Path) -> Policy:
+  for name in ("policy.json", "policy.onnx"):
+    if not (folder / name).is_file():
+      raise UserError(f"{folder}: missing {name} (made by `mjxgap export`)")
+  try:
+    return Policy(folder)
+  except (ValueError, KeyError, json.JSONDecodeError) as e:
+    raise UserError(f"{folder}: unreadable exported policy ({e})") from None
+
+
+def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 20.0,
+         command=(0.0, 0.0, 0.0), record_s: float = 0.0) -> dict:
+  """Runs the policy for `seconds` (or until it falls); survival, distance, tracking error.
+  With `record_s`, also the joint positions of the first `record_s` seconds, per physics step."""
+  from mjxgap.robot import load_robot
+
+  folder = pathlib.Path(folder)
+  policy = _load(folder)
+  spec = policy.spec
+  rb = load_robot(robot or spec["robot_source"], ctrl_dt=spec["control_period_s"])
+  missing = [j for j in spec["joint_names"] if j not in rb.joint_names]
+  if missing:
+    raise UserError(f"--robot {robot or spec['robot_source']}: has no actuated joint "
+                    f"{missing[0]!r} that the policy drives")
+  m = rb.mj_model
+  if abs(m.opt.timestep - spec["physics_step_s"]) > 1e-12:
+    raise UserError(f"--robot {rb.name}: physics step {m.opt.timestep} s, the policy was trained "
+                    f"at {spec['physics_step_s']} s")
+  substeps = int(round(spec["control_period_s"] / m.opt.timestep))
+  index = [rb.joint_names.index(j) for j in spec["joint_names"]]  # policy order -> robot order
+  qadr, vadr = rb.qpos_adr[index], rb.qvel_adr[index]
+  floor_z = float(m.geom_pos[rb.floor_geom_ids[0], 2])
+  fall_height = spec["termination"]["fall_height_m"]
+  max_tilt = spec["termination"]["max_tilt_rad"]
+  command = np.asarray(command, np.float64)
+
+  d = mujoco.MjData(m)
+  d.qpos[:] = rb.default_qpos
+  mujoco.mj_forward(m, d)
+  start_xy = d.qpos[:2].copy()
+  steps = int(round(seconds / spec["control_period_s"]))
+  record_steps = int(round(record_s / m.opt.timestep))
+  recorded, tracking, fell, t = [], [], False, 0
+  for t in range(1, steps + 1):
+    quat = d.qpos[3:7].copy()
+    readings = {"base_quat_wxyz": quat, "base_ang_vel": d.qvel[3:6].copy(),
+                "joint_pos": d.qpos[qadr].copy(), "joint_vel": d.qvel[vadr].copy(),
+                "command": command}
+    targets = policy.joint_targets(policy.act(readings))
+    ctrl = np.zeros(m.nu)
+    ctrl[index] = targets  # the robot's actuators are in its joint order
+    d.ctrl[:] = ctrl
+    for _ in range(substeps):
+      mujoco.mj_step(m, d)
+      if len(recorded) < record_steps:
+        recorded.append(d.qpos[rb.qpos_adr].copy())
+    if not np.all(np.isfinite(d.qpos)):
+      raise UserError(f"{folder}: the simulation diverged (NaN) at {t * spec['control_period_s']}"
+                      " s")
+    v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
+    tracking.append(np.linalg.norm(v_base[:2] - command[:2]))
+    gravity = rotate_inverse(d.qpos[3:7], [0.0, 0.0, -1.0])
+    if d.qpos[2] - floor_z < fall_height or gravity[2] > -np.cos(max_tilt):
+      fell = True
+      break
+  result = {
+      "policy": str(folder),
+      "robot": rb.name,
+      "simulator": f"mujoco {mujoco.__version__} (native)",
+      "seconds_requested": seconds,
+      "survived_s": round(t * spec["control_period_s"], 4),
+      "fell": fell,
+      "distance_m": float(np.linalg.norm(d.qpos[:2] - start_xy)),
+      "command": command.tolist(),
+      "mean_velocity_tracking_error_mps": float(np.mean(tracking)),
+  }
+  if record_steps:
+    result["joint_pos_rad"] = np.asarray(recorded).tolist()
+  return result
