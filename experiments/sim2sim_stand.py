@@ -28,13 +28,12 @@ def mjx_trajectory(run: pathlib.Path, seconds: float):
   import jax
   import numpy as np
 
-  import mjxgap as _  # noqa: F401  (XLA flags)
   from mjxgap.ppo import checkpoint
   from mjxgap.ppo.run import load_config, make_trainer
 
   config = load_config(run)
   trainer = make_trainer(config)
-  state, _ = checkpoint.restore(run, trainer.init_abstract())
+  state = checkpoint.restore(run, trainer.init_abstract())[0]
   act = trainer.policy_fn(state.params, state.obs_stats)
   nominal = dataclasses.replace(config, dr="none", task_overrides={
       **config.task_overrides, "init_joint_noise_rad": 0.0})
