@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--seconds", type=_positive_float, default=20.0)
   p.add_argument("--command", dest="velocity_command", default="0,0,0",
                  help="forward m/s, lateral m/s, yaw rad/s (default 0,0,0)")
+  p.add_argument("--video", default=None,
+                 help="also write an animated GIF of the run (needs MUJOCO_GL=egl or osmesa)")
   p.add_argument("--out", help="also write the JSON result to this file")
 
   act = sub.add_parser("actuator", help="motor logs and learned actuator models")
@@ -270,7 +272,7 @@ def run(argv: list[str] | None = None) -> int:
       command = []
     if len(command) != 3:
       raise UserError(f"--command must be three numbers vx,vy,yaw_rate, got {args.velocity_command!r}")
-    _emit(play(args.policy, args.robot, args.seconds, command), args.out)
+    _emit(play(args.policy, args.robot, args.seconds, command, video=args.video), args.out)
   elif args.command == "actuator" and args.actuator_command == "synth":
     from mjxgap.actuator_cli import synth
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import warnings
 
 import mujoco
 import numpy as np
@@ -27,10 +28,54 @@ def _load(folder: pathlib.Path) -> Policy:
     raise UserError(f"{folder}: unreadable exported policy ({e})") from None
 
 
+class GifRecorder:
+  """Frames from a camera tracking the robot's base, written as an animated GIF at the end.
+  Needs offscreen OpenGL: MUJOCO_GL=egl (GPU nodes) or MUJOCO_GL=osmesa (CPU, libosmesa6)."""
+
+  def __init__(self, path: pathlib.Path, model, base_body: int, fps: float = 25.0):
+    if path.suffix.lower() != ".gif":
+      raise UserError(f"--video {path}: expected a .gif file name")
+    if not path.parent.is_dir():
+      raise UserError(f"--video {path}: no folder {path.parent}")
+    self.path, self.fps, self.frames = path, fps, []
+    try:
+      with warnings.catch_warnings():  # GLFW warns on stderr before failing headless
+        warnings.simplefilter("ignore")
+        self.renderer = mujoco.Renderer(model, min(480, model.vis.global_.offheight),
+                                        min(640, model.vis.global_.offwidth))
+    except Exception as e:  # noqa: BLE001 - each GL backend fails in its own way
+      raise UserError(f"--video: no OpenGL for offscreen rendering ({type(e).__name__}); set "
+                      "MUJOCO_GL=egl on a GPU node or MUJOCO_GL=osmesa with libosmesa6 "
+                      "installed") from None
+    self.camera = mujoco.MjvCamera()
+    self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+    self.camera.trackbodyid = base_body
+    self.camera.distance, self.camera.elevation, self.camera.azimuth = 3.0, -15.0, 135.0
+
+  def capture(self, data) -> None:
+    self.renderer.update_scene(data, self.camera)
+    self.frames.append(self.renderer.render().copy())
+
+  def write(self) -> None:
+    import io
+
+    from PIL import Image
+
+    from mjxgap.files import write_atomic
+
+    images = [Image.fromarray(f) for f in self.frames]
+    buf = io.BytesIO()
+    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:],
+                   duration=int(round(1000 / self.fps)), loop=0)
+    write_atomic(self.path, buf.getvalue())
+    self.renderer.close()
+
+
 def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 20.0,
-         command=(0.0, 0.0, 0.0), record_s: float = 0.0) -> dict:
+         command=(0.0, 0.0, 0.0), record_s: float = 0.0, video: str | None = None) -> dict:
   """Runs the policy for `seconds` (or until it falls); survival, distance, tracking error.
-  With `record_s`, also the joint positions of the first `record_s` seconds, per physics step."""
+  With `record_s`, also the joint positions of the first `record_s` seconds, per physics step;
+  with `video`, an animated GIF of the run (25 frames per simulated second)."""
   from mjxgap.robot import load_robot
 
   folder = pathlib.Path(folder)
@@ -56,6 +101,11 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   d = mujoco.MjData(m)
   d.qpos[:] = rb.default_qpos
   mujoco.mj_forward(m, d)
+  recorder = GifRecorder(pathlib.Path(video), m, rb.base_body_id) if video else None
+  frame_every = max(1, int(round(1.0 / (25.0 * spec["control_period_s"]))))
+  if recorder:
+    recorder.fps = 1.0 / (frame_every * spec["control_period_s"])
+    recorder.capture(d)
   start_xy = d.qpos[:2].copy()
   steps = int(round(seconds / spec["control_period_s"]))
   record_steps = int(round(record_s / m.opt.timestep))
@@ -76,6 +126,8 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     if not np.all(np.isfinite(d.qpos)):
       raise UserError(f"{folder}: the simulation diverged (NaN) at {t * spec['control_period_s']}"
                       " s")
+    if recorder and t % frame_every == 0:
+      recorder.capture(d)
     v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
     tracking.append(np.linalg.norm(v_base[:2] - command[:2]))
     gravity = rotate_inverse(d.qpos[3:7], [0.0, 0.0, -1.0])
@@ -95,4 +147,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   }
   if record_steps:
     result["joint_pos_rad"] = np.asarray(recorded).tolist()
+  if recorder:
+    recorder.write()
+    result["video"] = {"file": str(video), "frames": len(recorder.frames), "fps": recorder.fps}
   return result

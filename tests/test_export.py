@@ -213,3 +213,33 @@ def test_play_runs_the_export_in_native_mujoco(exported, tmp_path, capsys):
                        (["play", str(out), "--command", "1,2"], "--command must be three")):
     code, _, err = _cli(argv, capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_play_video_gif_or_one_line_without_opengl(exported, tmp_path, capsys):
+  """With offscreen OpenGL (MUJOCO_GL=osmesa where libosmesa6 is installed) the GIF has a
+  frame per 1/25 s; without (a headless machine with MuJoCo's default GLFW) one line, exit 2,
+  and no file."""
+  import os
+  import subprocess
+  import sys
+
+  from PIL import Image
+
+  _, out = exported
+  gif = tmp_path / "run.gif"
+  env = {**os.environ, "MUJOCO_GL": "osmesa"}
+  if subprocess.run([sys.executable, "-c", "import mujoco"], env=env,
+                    capture_output=True).returncode != 0:  # no libosmesa: MuJoCo's default GL
+    env.pop("MUJOCO_GL")
+  proc = subprocess.run([sys.executable, "-m", "mjxgap", "play", str(out), "--seconds", "0.4",
+                         "--video", str(gif)], capture_output=True, text=True, env=env)
+  if proc.returncode == 0:
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    with Image.open(gif) as im:
+      assert im.n_frames == r["video"]["frames"] == int(round(r["survived_s"] * 25)) + 1
+      assert im.size == (640, 480)
+  else:
+    assert proc.returncode == 2 and "no OpenGL" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not gif.exists()
+  code, _, err = _cli(["play", str(out), "--video", str(tmp_path / "run.mp4")], capsys)
+  assert code == 2 and "expected a .gif" in err, err
