@@ -53,20 +53,20 @@ class GifRecorder:
     self.camera.distance, self.camera.elevation, self.camera.azimuth = 3.0, -15.0, 135.0
 
   def capture(self, data) -> None:
+    """Renders a frame and keeps it as a 256-colour image (a third of the RGB size)."""
+    from PIL import Image
+
     self.renderer.update_scene(data, self.camera)
-    self.frames.append(self.renderer.render().copy())
+    self.frames.append(Image.fromarray(self.renderer.render()).quantize(256))
 
   def write(self) -> None:
     import io
 
-    from PIL import Image
-
     from mjxgap.files import write_atomic
 
-    images = [Image.fromarray(f) for f in self.frames]
     buf = io.BytesIO()
-    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:],
-                   duration=int(round(1000 / self.fps)), loop=0)
+    self.frames[0].save(buf, format="GIF", save_all=True, append_images=self.frames[1:],
+                        duration=int(round(1000 / self.fps)), loop=0)
     write_atomic(self.path, buf.getvalue())
     self.renderer.close()
 
