@@ -12,17 +12,11 @@ import pytest
 from mjxgap import actuators, motor_logs
 from mjxgap.actuator_fit import FitConfig, fit
 from mjxgap.actuator_replay import replay, tracking_rmse
-from mjxgap.cli import main
 from mjxgap.reference_motor import ReferenceMotor, SynthConfig, synthesize
 from mjxgap.robot import robot_from_model
 from mjxgap.tasks import make_env
 
-
-def _cli(argv, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    main(argv)
-  out = capsys.readouterr()
-  return exit_info.value.code, out.out, out.err
+from cli_helper import run_cli as _cli
 
 
 # ------------------------------------------------------------------------------------------

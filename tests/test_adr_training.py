@@ -18,14 +18,8 @@ from mjxgap.ppo.trainer import Trainer
 from mjxgap.randomization import PRESETS, with_adr
 from mjxgap.tasks import task_config
 
+from cli_helper import run_cli as _cli
 from toy_env import LambdaTask
-
-
-def _cli(argv, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    main(argv)
-  out = capsys.readouterr()
-  return exit_info.value.code, out.out, out.err
 
 
 # ------------------------------------------------------------------------------------------

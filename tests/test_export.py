@@ -11,16 +11,11 @@ from mjxgap.cli import main
 from mjxgap.ppo import checkpoint
 from mjxgap.ppo.run import load_config, make_trainer
 
+from cli_helper import run_cli as _cli
+
 SMALL = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no-progress",
          "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
          "--set", "task.episode_length_s=1.0", "--total-steps", "256"]
-
-
-def _cli(argv, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    main(argv)
-  out = capsys.readouterr()
-  return exit_info.value.code, out.out, out.err
 
 
 @pytest.fixture(scope="module")

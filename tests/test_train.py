@@ -20,6 +20,7 @@ from mjxgap.ppo.config import PPOConfig
 from mjxgap.ppo.run import load_config, make_trainer
 from mjxgap.ppo.trainer import Trainer
 
+from cli_helper import run_cli as _cli
 from toy_env import PointToTarget
 
 # 8 envs x 16 steps = 128 env steps per iteration
@@ -27,13 +28,6 @@ SMALL = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no-pro
          "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
          "--set", "task.episode_length_s=1.0"]
 STEPS_PER_ITERATION = 128
-
-
-def _cli(argv, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    main(argv)
-  out = capsys.readouterr()
-  return exit_info.value.code, out.out, out.err
 
 
 @pytest.fixture(scope="module")
