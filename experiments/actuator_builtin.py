@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import time
 
-from common import machine, mjxgap
+from common import mjxgap, provenance
 
 
 def main() -> None:
@@ -40,7 +39,6 @@ def main() -> None:
   fit = mjxgap("actuator", "fit", str(logs), "--robot", "builtin", "--out", str(net))
   fit_wall_s = time.perf_counter() - t0
 
-  import mjxgap as _  # noqa: F401  (XLA flags)
   from mjxgap import motor_logs
   from mjxgap.actuator_replay import replay, tracking_rmse
   from mjxgap.robot import load_robot
@@ -57,9 +55,7 @@ def main() -> None:
                          "--steps", "100", "--repeats", "3", "--actuator", act)
   sps = {k: v["env_steps_per_s"] for k, v in bench.items()}
   summary = {
-      "command": "python experiments/actuator_builtin.py " + " ".join(sys.argv[1:]),
-      "date": time.strftime("%Y-%m-%d"),
-      "machine": machine(),
+      **provenance(),
       "synth": synth,
       "fit": fit,
       "fit_wall_s_including_startup": round(fit_wall_s, 1),

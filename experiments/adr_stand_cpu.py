@@ -16,10 +16,9 @@ import argparse
 import dataclasses
 import json
 import pathlib
-import sys
 import time
 
-from common import machine, mjxgap
+from common import mjxgap, provenance
 
 
 def write_envelope(path: pathlib.Path) -> None:
@@ -70,9 +69,7 @@ def main() -> None:
   rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
   last = rows[-1]
   summary = {
-      "command": "python experiments/adr_stand_cpu.py " + " ".join(sys.argv[1:]),
-      "date": time.strftime("%Y-%m-%d"),
-      "machine": machine(),
+      **provenance(),
       "train": train,
       "iterations": last["iteration"],
       "env_steps": last["env_steps"],

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import platform
 import subprocess
 import sys
+import time
 
 
 def mjxgap(*args: str) -> dict | None:
@@ -17,5 +19,9 @@ def mjxgap(*args: str) -> dict | None:
   return json.loads(last) if last.startswith("{") else None
 
 
-def machine() -> str:
-  return f"{platform.processor() or platform.machine()}, {platform.system()}"
+def provenance() -> dict:
+  """How, when and where a summary was made: the command line as typed, date, machine."""
+  script = pathlib.Path(sys.argv[0])
+  return {"command": f"python experiments/{script.name} " + " ".join(sys.argv[1:]),
+          "date": time.strftime("%Y-%m-%d"),
+          "machine": f"{platform.processor() or platform.machine()}, {platform.system()}"}

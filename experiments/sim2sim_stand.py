@@ -14,10 +14,8 @@ import argparse
 import json
 import pathlib
 import shutil
-import sys
-import time
 
-from common import machine, mjxgap
+from common import mjxgap, provenance
 
 
 def mjx_trajectory(run: pathlib.Path, seconds: float):
@@ -103,9 +101,7 @@ def main() -> None:
   except ImportError:
     pass
   summary = {
-      "command": "python experiments/sim2sim_stand.py " + " ".join(sys.argv[1:]),
-      "date": time.strftime("%Y-%m-%d"),
-      "machine": machine(),
+      **provenance(),
       "run": str(run),
       "export": export,
       "native_mujoco_play": native,

@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import time
 
-from common import machine, mjxgap
+from common import mjxgap, provenance
 
 
 def main() -> None:
@@ -42,9 +41,7 @@ def main() -> None:
   zero_no_push = mjxgap("eval", str(run), *common, "--policy", "zero", "--dr", "physics")
   bench = mjxgap("bench", "train", "--preset", "cpu", "--num-envs", "256", "--dr", args.dr)
   summary = {
-      "command": "python experiments/stand_cpu.py " + " ".join(sys.argv[1:]),
-      "date": time.strftime("%Y-%m-%d"),
-      "machine": machine(),
+      **provenance(),
       "train": train,
       "trained_policy": trained,
       "zero_action": zero,

@@ -89,16 +89,12 @@ class NetSpec:
 
 
 def save_net(out: pathlib.Path, spec: NetSpec, params: list[tuple], extra: dict) -> None:
-  import io
-
-  from mjxgap.files import write_atomic
+  from mjxgap.files import write_atomic, write_npz_atomic
 
   arrays = {}
   for i, (w, b) in enumerate(params):
     arrays[f"layer{i}_w"], arrays[f"layer{i}_b"] = np.asarray(w), np.asarray(b)
-  buf = io.BytesIO()
-  np.savez(buf, **arrays)
-  write_atomic(out / "actuator_net.npz", buf.getvalue())
+  write_npz_atomic(out / "actuator_net.npz", arrays)
   write_atomic(out / "actuator_net.json", json.dumps(
       {**dataclasses.asdict(spec), "layers": len(params), **extra}, indent=2) + "\n")
 
@@ -137,7 +133,6 @@ class DCMotorConfig:
 class Actuator:
   """An actuator model built for one robot and physics step."""
 
-  kind: str = "pd"
   history_steps: int = 0  # physics steps of (position error, velocity) history kept
 
   def torque(self, history, target, q, qd, gains):
@@ -145,8 +140,6 @@ class Actuator:
 
 
 class DCMotor(Actuator):
-  kind = "dcmotor"
-
   def __init__(self, robot: Robot, config: DCMotorConfig = DCMotorConfig()):
     limit = np.where(np.isfinite(robot.torque_limit), robot.torque_limit, 1e6)
     self.limit = jnp.asarray(limit, jnp.float32)
@@ -161,8 +154,6 @@ class DCMotor(Actuator):
 
 
 class NetActuator(Actuator):
-  kind = "net"
-
   def __init__(self, robot: Robot, folder: str | pathlib.Path):
     self.spec, self.params = load_net(folder)
     unknown = [j for j in self.spec.joints if j not in robot.joint_names]

@@ -271,7 +271,8 @@ def run(argv: list[str] | None = None) -> int:
     except ValueError:
       command = []
     if len(command) != 3:
-      raise UserError(f"--command must be three numbers vx,vy,yaw_rate, got {args.velocity_command!r}")
+      raise UserError("--command must be three numbers vx,vy,yaw_rate, got "
+                      f"{args.velocity_command!r}")
     _emit(play(args.policy, args.robot, args.seconds, command, video=args.video), args.out)
   elif args.command == "actuator" and args.actuator_command == "synth":
     from mjxgap.actuator_cli import synth

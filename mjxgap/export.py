@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import pathlib
 
@@ -212,7 +211,7 @@ def _recorded_observations(trainer, act, count: int, seed: int) -> np.ndarray:
 
 def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | None = None,
            samples: int = 1000, seed: int = 0) -> dict:
-  from mjxgap.files import folder_atomic, write_atomic
+  from mjxgap.files import folder_atomic, write_atomic, write_npz_atomic
   from mjxgap.ppo import checkpoint
   from mjxgap.ppo.run import load_config, make_trainer
 
@@ -247,8 +246,6 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   with folder_atomic(out) as tmp:
     write_atomic(tmp / "policy.onnx", model_bytes)
     write_atomic(tmp / "policy.json", json.dumps(info, indent=2) + "\n")
-    buf = io.BytesIO()
-    np.savez(buf, **weights_arrays(policy))
-    write_atomic(tmp / "weights.npz", buf.getvalue())
+    write_npz_atomic(tmp / "weights.npz", weights_arrays(policy))
   return {"out": str(out), "run": str(run_dir), "iteration": int(meta["iteration"]),
           "files": ["policy.onnx", "policy.json", "weights.npz"], **info["parity"]}

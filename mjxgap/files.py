@@ -37,6 +37,17 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
   write_atomic(path, json.dumps(obj, indent=2) + "\n")
 
 
+def write_npz_atomic(path: str | os.PathLike, arrays: dict, compressed: bool = False) -> None:
+  """Saves named arrays as `.npz` through `write_atomic`."""
+  import io
+
+  import numpy as np
+
+  buf = io.BytesIO()
+  (np.savez_compressed if compressed else np.savez)(buf, **arrays)
+  write_atomic(path, buf.getvalue())
+
+
 def write_figure_atomic(fig, path: str | os.PathLike, dpi: int = 90) -> None:
   """Saves a matplotlib figure as PNG through `write_atomic`, and closes it."""
   import io

@@ -20,7 +20,6 @@ from mjxgap.errors import UserError
 
 COLUMNS = ("time_s", "joint", "q_target", "q", "qd", "tau")
 NUMERIC = ("time_s", "q_target", "q", "qd", "tau")
-SIGNALS = ("q_target", "q", "qd", "tau")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,9 +30,6 @@ class MotorLog:
   dt_s: float
   joints: tuple[str, ...]
   data: dict[str, dict[str, np.ndarray]]  # joint -> column -> [samples]
-
-  def samples(self) -> int:
-    return sum(len(d["time_s"]) for d in self.data.values())
 
 
 def _where(path, row: int, column: str | None = None, csv_file: bool = True) -> str:
@@ -148,14 +144,12 @@ def save(path: str | pathlib.Path, rows: dict[str, np.ndarray]) -> None:
   """Writes columns (`COLUMNS`, equal length) as CSV or `.npz` (by suffix), atomically."""
   import io
 
-  from mjxgap.files import write_atomic
+  from mjxgap.files import write_atomic, write_npz_atomic
 
   path = pathlib.Path(path)
   if path.suffix.lower() == ".npz":
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **{c: np.asarray(rows[c], str if c == "joint" else np.float64)
-                                for c in COLUMNS})
-    write_atomic(path, buf.getvalue())
+    write_npz_atomic(path, {c: np.asarray(rows[c], str if c == "joint" else np.float64)
+                            for c in COLUMNS}, compressed=True)
     return
   out = io.StringIO()
   out.write(",".join(COLUMNS) + "\n")

@@ -512,9 +512,7 @@ class Randomizer:
         fields["actuator_biasprm"] = get("actuator_biasprm").at[ids, 2].set(-kd)
       elif kind == "motor_strength":
         # MuJoCo clamps by the actuator's forcerange and by its joint's actuatorfrcrange
-        finite = np.isfinite(self.robot.torque_limit[ids])
-        limit = jnp.asarray(np.where(finite, self.robot.torque_limit[ids], 1.0), jnp.float32)
-        factor = jnp.where(finite, apply(limit) / limit, 1.0)
+        factor = self._strength_factor(p, d)
         fields["actuator_forcerange"] = get("actuator_forcerange").at[ids].multiply(
             factor[:, None])
         jnts = m.actuator_trnid[ids, 0]
@@ -529,17 +527,18 @@ class Randomizer:
               "motor_strength": jnp.ones(self.robot.nu)}
     for p in self.params:
       if p.spec.kind in values:
-        v = values[p.spec.kind]
-        if p.spec.kind == "motor_strength":
-          # a factor on the limit, whatever the operation (as `model_fields` applies it)
-          limit = np.where(np.isfinite(self.robot.torque_limit[p.ids]),
-                           self.robot.torque_limit[p.ids], 1.0)
-          new = v.at[p.ids].multiply(_apply(p.spec.operation, jnp.asarray(limit, jnp.float32),
-                                            draws[p.spec.name]) / limit)
-        else:
-          new = v.at[p.ids].set(_apply(p.spec.operation, v[p.ids], draws[p.spec.name]))
-        values[p.spec.kind] = new
+        v, d = values[p.spec.kind], draws[p.spec.name]
+        values[p.spec.kind] = (v.at[p.ids].multiply(self._strength_factor(p, d))
+                               if p.spec.kind == "motor_strength"
+                               else v.at[p.ids].set(_apply(p.spec.operation, v[p.ids], d)))
     return values["kp"], values["kd"], values["motor_strength"]
+
+  def _strength_factor(self, p: _Resolved, draw: jax.Array) -> jax.Array:
+    """A `motor_strength` draw as a factor on each actuator's torque limit, whatever the
+    operation; 1 where the actuator has no limit."""
+    finite = np.isfinite(self.robot.torque_limit[p.ids])
+    limit = jnp.asarray(np.where(finite, self.robot.torque_limit[p.ids], 1.0), jnp.float32)
+    return jnp.where(finite, _apply(p.spec.operation, limit, draw) / limit, 1.0)
 
   def normalized(self, draws: Mapping[str, jax.Array]) -> jax.Array:
     """All draws flattened, each mapped to [-1, 1] over its range (log scale for loguniform)."""
