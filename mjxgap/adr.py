@@ -99,17 +99,26 @@ def init(config: ADRConfig) -> ADRState:
   return ADRState(low, high, jnp.zeros((n, 2)), jnp.zeros((n, 2), jnp.int32))
 
 
+def movable_bounds(config: ADRConfig) -> list[tuple[int, int]]:
+  """(parameter, side) of every bound that can move: a low bound whose hard limit is below
+  nominal, a high bound whose hard limit is above it. Elsewhere nominal is the hard limit, the
+  bound never moves, and an evaluator there would waste its episode."""
+  return [(i, side) for i, p in enumerate(config.params)
+          for side, movable in ((0, p.hard_low < p.nominal), (1, p.hard_high > p.nominal))
+          if movable]
+
+
 def assign(config: ADRConfig, key: jax.Array, boundary_prob: jax.Array | float | None = None
            ) -> Assignment:
-  """One env's role for its next episode (vmap over keys for many envs). `boundary_prob`
+  """One env's role for its next episode (vmap over keys for many envs): with probability
+  `boundary_prob` an evaluator of one movable bound, chosen uniformly. `boundary_prob`
   overrides the config's (0 during evaluation: every env samples the whole ranges)."""
-  k_eval, k_param, k_side = jax.random.split(key, 3)
+  k_eval, k_bound = jax.random.split(key)
   prob = config.boundary_prob if boundary_prob is None else boundary_prob
   evaluating = jax.random.uniform(k_eval) < prob
-  param = jax.random.randint(k_param, (), 0, len(config.params))
-  side = jax.random.randint(k_side, (), 0, 2)
-  return Assignment(jnp.where(evaluating, param, NOT_EVALUATING).astype(jnp.int32),
-                    side.astype(jnp.int32))
+  bounds = jnp.asarray(movable_bounds(config), jnp.int32)  # [B, 2]; validate: B >= 1
+  param, side = bounds[jax.random.randint(k_bound, (), 0, bounds.shape[0])]
+  return Assignment(jnp.where(evaluating, param, NOT_EVALUATING).astype(jnp.int32), side)
 
 
 def episode_ranges(low: jax.Array, high: jax.Array, assignment: Assignment

@@ -31,8 +31,25 @@ def push(history: jax.Array, newest: jax.Array) -> jax.Array:
   return jnp.concatenate([newest, history])[: history.shape[0]]
 
 
-def substep_targets(history: jax.Array, delay_steps: jax.Array, n_substeps: int) -> jax.Array:
-  """[n_substeps, nu]: the target each physics substep of this control period acts on."""
+def substep_targets(history: jax.Array, delay_steps: jax.Array, n_substeps: int,
+                    last_age: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """[n_substeps, nu] targets each physics substep of this period acts on, and the age (in
+  control periods, 0 = this period's) of the last one.
+
+  `last_age` is that age at the end of the previous period (one period younger than now). A
+  target older than the one already applied is never applied again: with per-period jitter a
+  long delay after a short one would otherwise go back to a superseded target, which a real
+  bus never does (the drive keeps the newest target it has received).
+  """
   i = jnp.arange(n_substeps)
   k = jnp.clip(-((i - delay_steps) // n_substeps), 0, history.shape[0] - 1)  # ceil((d-i)/n)
-  return history[k]
+  k = jnp.minimum(k, last_age + 1)
+  return history[k], k[-1]
+
+
+def newest_reading(delay_steps: jax.Array, last_age_steps: jax.Array, n_substeps: int
+                   ) -> jax.Array:
+  """Physics steps back to the state read now: `delay_steps`, unless a newer reading arrived
+  already (`last_age_steps` ago at the previous control step): readings, like targets, never
+  go back in time."""
+  return jnp.minimum(delay_steps, last_age_steps + n_substeps)

@@ -247,6 +247,10 @@ class LocomotionEnv(Env):
             maxval=self._group_delay[1]),
         "target_history": jnp.tile(self._default_joint_pos + pose_offset,
                                    (self._target_history, 1)),
+        # ages of the newest target applied and readings seen (never go back in time)
+        "target_age": jnp.asarray(self._target_history - 1, jnp.int32),
+        "obs_age_steps": jnp.asarray(self._state_history, jnp.int32),
+        "joint_obs_age_steps": jnp.full(self.robot.nu, self._state_history, jnp.int32),
         "state_history": jnp.tile(jnp.concatenate([qpos, data.qvel]), (self._state_history, 1)),
         "push_countdown": self._draw_push_countdown(k_push),
         "push_velocity": jnp.zeros(2),
@@ -272,6 +276,10 @@ class LocomotionEnv(Env):
     cfg, info, dr = self.config, state.info, self.dr
     rng, k_cmd, k_jitter, k_noise, k_push = jax.random.split(info["rng"], 5)
     data0 = state.pipeline_state
+    step = info["step"] + 1
+    if self._resample_steps > 0:  # first: reward, actor and critic all see this step's command
+      info = {**info, "command": jnp.where(step % self._resample_steps == 0,
+                                           self._sample_command(k_cmd), info["command"])}
     if dr.pushes:
       data0, info = self._push(data0, info, k_push)
     target = self._default_joint_pos + info["default_pose_offset"] + cfg.action_scale_rad * action
@@ -280,7 +288,8 @@ class LocomotionEnv(Env):
                                 maxval=dr.delay_jitter_ms)
     act_delay = latency.ms_to_steps(jnp.maximum(info["action_delay_ms"] + jitter[0], 0.0),
                                     self.robot.sim_dt)
-    targets = latency.substep_targets(history, act_delay, self.n_substeps)
+    targets, target_age = latency.substep_targets(history, act_delay, self.n_substeps,
+                                                  info["target_age"])
     model = self.mjx_model.replace(**info["model"]) if info["model"] else self.mjx_model
     data, states, actuator_history = self.simulate(
         model, data0, targets, record=self._state_history > 0, info=info)
@@ -295,13 +304,8 @@ class LocomotionEnv(Env):
              for k, w in self._reward_weights.items()}
     reward = jnp.where(finite, sum(terms.values(), jnp.zeros(())), 0.0)
 
-    step = info["step"] + 1
     truncated = step >= self.episode_steps
     done = q.fell | ~finite | truncated
-    command = info["command"]
-    if self._resample_steps > 0:
-      resample = step % self._resample_steps == 0
-      command = jnp.where(resample, self._sample_command(k_cmd), command)
 
     tracking_error = info["tracking_error_sum"] + jnp.where(
         finite, jnp.linalg.norm(q.command[:2] - q.base_lin_vel[:2]), 0.0)
@@ -319,13 +323,13 @@ class LocomotionEnv(Env):
         **info,
         "rng": rng,
         "step": step,
-        "command": command,
         "last_action": action,
         "feet_contact": contact,
         "feet_air_time": jnp.where(contact, 0.0, air_time),
         "episode_metrics": sums,
         "truncation": survived.astype(jnp.float32),
         "target_history": history,
+        "target_age": target_age,
         "tracking_error_sum": tracking_error,
     }
     if self.actuator is not None:
@@ -337,14 +341,18 @@ class LocomotionEnv(Env):
       obs_delay = latency.ms_to_steps(jnp.maximum(info["obs_delay_ms"] + jitter[1], 0.0),
                                       self.robot.sim_dt)
       last = self._state_history - 1
-      old = info["state_history"][jnp.clip(obs_delay, 0, last)]
+      obs_delay = jnp.clip(latency.newest_reading(obs_delay, info["obs_age_steps"],
+                                                  self.n_substeps), 0, last)
+      info["obs_age_steps"] = obs_delay
+      old = info["state_history"][obs_delay]
       nq = data.qpos.shape[0]
       q_actor = self._quantities(data.replace(qpos=old[:nq], qvel=old[nq:]), action, info,
                                  contact, first_contact, air_time)
       if self.dr.joint_group_delay_ms:  # each joint read from its own, staler, past
-        joint_delay = jnp.clip(latency.ms_to_steps(
+        joint_delay = jnp.clip(latency.newest_reading(latency.ms_to_steps(
             jnp.maximum(info["obs_delay_ms"] + info["joint_obs_delay_ms"] + jitter[1], 0.0),
-            self.robot.sim_dt), 0, last)
+            self.robot.sim_dt), info["joint_obs_age_steps"], self.n_substeps), 0, last)
+        info["joint_obs_age_steps"] = joint_delay
         hist = info["state_history"]
         q_actor = q_actor._replace(
             joint_pos=hist[joint_delay, self._qpos_adr] - self._default_joint_pos,

@@ -189,7 +189,8 @@ NOMINAL_NOISE = (("gyro", 0.2), ("projected_gravity", 0.05), ("joint_pos", 0.01)
 
 # kind -> (element type, default targets, what the value means)
 KINDS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "friction": ("contact_geom", ("*",), "sliding friction of floor and feet geoms"),
+    "friction": ("contact_geom", ("*",), "sliding friction of the floor-feet contacts (one "
+                 "coefficient per episode: the combined value MuJoCo uses)"),
     "link_mass": ("body", ("*",), "mass of each robot body (inertia scaled alike)"),
     "added_mass": ("body", ("<base>",), "mass added to the base body, kg"),
     "com_offset": ("body", ("<base>",), "centre-of-mass offset of the base, m, per axis"),
@@ -421,11 +422,25 @@ def _check(spec: ParamSpec) -> None:
 class _Resolved:
   spec: ParamSpec
   ids: np.ndarray  # element ids in the model
+  pairs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, int))  # <pair> ids
 
   @property
   def shape(self) -> tuple[int, ...]:
-    """One draw per element; three (x, y, z) for a centre-of-mass offset."""
+    """One draw per element; three (x, y, z) for a centre-of-mass offset; one for friction.
+
+    Friction is one coefficient per episode: MuJoCo combines two geoms' friction by their
+    element-wise maximum (equal priorities), so independent draws per geom would give the
+    contact the max of two draws, not the spec's distribution."""
+    if self.spec.kind == "friction":
+      return ()
     return (len(self.ids), 3) if self.spec.kind == "com_offset" else (len(self.ids),)
+
+
+def _contact_pairs(m: mujoco.MjModel, geoms: np.ndarray) -> np.ndarray:
+  """Explicit `<pair>`s with a geom in `geoms`: their own `pair_friction` is what MuJoCo
+  uses, whatever the geoms' friction."""
+  return np.array([i for i in range(m.npair)
+                   if m.pair_geom1[i] in geoms or m.pair_geom2[i] in geoms], int)
 
 
 def _apply(op: str, current: jax.Array, draw: jax.Array) -> jax.Array:
@@ -459,7 +474,8 @@ class Randomizer:
           raise UserError(f"randomization parameter {s.name!r}: target {p!r} matches no "
                           f"{element.replace('_', ' ')} (have: {', '.join(names)})")
       ids = ids[keep]
-      self.params.append(_Resolved(s, ids))
+      pairs = _contact_pairs(m, ids) if s.kind == "friction" else np.zeros(0, int)
+      self.params.append(_Resolved(s, ids, pairs))
 
   def sample(self, key: jax.Array, ranges: Mapping[str, tuple] | None = None
              ) -> dict[str, jax.Array]:
@@ -489,9 +505,12 @@ class Randomizer:
     for p in self.params:
       d, ids, kind = draws[p.spec.name], p.ids, p.spec.kind
       apply = lambda cur: _apply(p.spec.operation, cur, d)
-      if kind == "friction":
+      if kind == "friction":  # the same draw on every targeted geom and <pair>
         fields["geom_friction"] = get("geom_friction").at[ids, 0].set(
             apply(get("geom_friction")[ids, 0]))
+        if len(p.pairs):  # both sliding directions of the pair's 5-vector
+          fields["pair_friction"] = get("pair_friction").at[p.pairs, :2].set(
+              apply(get("pair_friction")[p.pairs, :2]))
       elif kind in ("link_mass", "added_mass"):
         old = get("body_mass")[ids]
         new = apply(old)

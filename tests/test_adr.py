@@ -75,6 +75,29 @@ def test_evaluator_fraction_matches_boundary_prob():
   assert abs(side[evaluating].mean() - 0.5) < 0.01
 
 
+def test_evaluators_go_only_to_bounds_that_can_move():
+  """In `--dr adr` both delays and the push magnitude have nominal 0 = their hard low: those
+  three low bounds can never move, so no evaluator may be spent on them. The other 13 bounds
+  share the evaluators equally (a hand-written list, not `movable_bounds`' own output)."""
+  from mjxgap.randomization import default_adr
+
+  config = default_adr().adr
+  names = [p.name for p in config.params]
+  fixed = {(names.index(n), 0) for n in ("action_delay_ms", "obs_delay_ms", "push_velocity_mps")}
+  expected = {(i, s) for i in range(len(names)) for s in (0, 1)} - fixed
+  assert len(expected) == 13
+  n = 130_000
+  roles = jax.jit(jax.vmap(lambda k: adr.assign(config, k, 1.0)))(
+      jax.random.split(jax.random.PRNGKey(2), n))
+  pairs = np.stack([np.asarray(roles.param), np.asarray(roles.side)], 1)
+  assert np.all(pairs[:, 0] >= 0)
+  seen = {tuple(p) for p in np.unique(pairs, axis=0)}
+  assert seen == expected
+  counts = np.array([np.sum((pairs[:, 0] == i) & (pairs[:, 1] == s)) for i, s in sorted(expected)])
+  sigma = np.sqrt(n * (1 / 13) * (12 / 13))
+  assert np.all(np.abs(counts - n / 13) < 5 * sigma)
+
+
 def test_a_bound_change_clears_only_its_buffer():
   config = _one_param(buffer_size=3)
   state = adr.init(config)._replace(buffer_sum=jnp.array([[1.0, 2.0]]),

@@ -15,13 +15,16 @@ from mjxgap.randomization import DomainRandomization
 from mjxgap.tasks import make_env
 
 
-def _physics_rate_sequence(delay_steps, n_substeps=5, periods=4):
-  """Targets 10, 11, 12, ... issued each control period; initial target 0; one per substep."""
-  history = jnp.zeros((latency.history_length(delay_steps, n_substeps), 1))
+def _physics_rate_sequence(delays, n_substeps=5):
+  """Targets 10, 11, 12, ... issued each control period (one delay in steps per period);
+  initial target 0; the target of every substep."""
+  history = jnp.zeros((latency.history_length(max(delays), n_substeps), 1))
+  age = jnp.int32(history.shape[0] - 1)
   seq = []
-  for c in range(periods):
+  for c, delay in enumerate(delays):
     history = latency.push(history, jnp.array([10.0 + c]))
-    seq += list(np.asarray(latency.substep_targets(history, delay_steps, n_substeps))[:, 0])
+    targets, age = latency.substep_targets(history, delay, n_substeps, age)
+    seq += np.asarray(targets)[:, 0].tolist()
   return seq
 
 
@@ -34,7 +37,15 @@ def _physics_rate_sequence(delay_steps, n_substeps=5, periods=4):
     (11, [0] * 11 + [10] * 5 + [11] * 4),
 ])
 def test_action_delay_at_physics_rate(delay_steps, expected):
-  assert _physics_rate_sequence(delay_steps) == expected
+  assert _physics_rate_sequence([delay_steps] * 4) == expected
+
+
+def test_jitter_never_goes_back_to_a_superseded_target():
+  """Per-period delays 0, 9, 2, 11, 3 steps (jitter), 5 substeps a period. Hand-written: at
+  physics step g the newest target issued at or before g - d, unless a newer one was already
+  applied. Periods 1 and 3 would otherwise fall back to 0 and to 10/11."""
+  expected = ([10] * 5 + [10] * 5 + [11, 11, 12, 12, 12] + [12] * 5 + [13, 13, 13, 14, 14])
+  assert _physics_rate_sequence([0, 9, 2, 11, 3]) == expected
 
 
 def test_delay_ms_quantised_to_physics_step():
@@ -89,6 +100,106 @@ def test_env_applies_action_and_observation_delay(delayed):
   np.testing.assert_allclose(s2.obs["privileged_state"][joint],
                              qpos[9][env.robot.qpos_adr] - default, atol=1e-5)
   assert float(s2.info["action_delay_ms"]) == 28.0
+
+
+def _bus(delays, n, initial, issued, monotone=True):
+  """Plain-python reference of a bus: per physics step, the newest of `issued` (one per
+  control period, at its first step) sent at least `delays[period]` steps ago - and, if
+  `monotone`, never older than the one applied before."""
+  out, newest = [], -1  # index into issued; -1: the initial target
+  for c, d in enumerate(delays):
+    for i in range(n):
+      sent = (c * n + i - d) // n if c * n + i - d >= 0 else -1
+      newest = max(newest, sent) if monotone else sent
+      out.append(initial if newest < 0 else issued[newest])
+  return out
+
+
+def test_jitter_and_a_long_observation_delay_against_bare_physics(builtin_robot):
+  """20 ms action delay and 30 ms observation delay (longer than a 20 ms control period),
+  both with +-16 ms jitter per period: six control steps against bare mjx.step fed the
+  targets of `_bus`, and the actor's joints against the bare trajectory at the reference's
+  reading age. The jitter is the env's own draw, re-derived from its documented key split."""
+  dr = DomainRandomization(action_delay_ms=(20.0, 20.0), obs_delay_ms=(30.0, 30.0),
+                           delay_jitter_ms=16.0)
+  env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
+  n, steps = env.n_substeps, 6
+  actions = jnp.stack([jnp.full(env.action_size, 0.3 * (-1) ** c + 0.05 * c)
+                       for c in range(steps)])
+
+  @jax.jit
+  def run(key):
+    s = env.reset(key)
+    out = [s]
+    for c in range(steps):
+      out.append(env.step(out[-1], actions[c]))
+    return out
+
+  states = run(jax.random.PRNGKey(4))
+  sim_ms = env.robot.sim_dt * 1000
+  act_d, obs_d = [], []
+  for s in states[:-1]:  # step(): rng, k_cmd, k_jitter, k_noise, k_push = split(rng, 5)
+    k_jitter = jax.random.split(s.info["rng"], 5)[2]
+    j = np.asarray(jax.random.uniform(k_jitter, (2,), minval=-16.0, maxval=16.0))
+    act_d.append(int(np.round(np.float32(max(20.0 + j[0], 0.0)) / np.float32(sim_ms))))
+    obs_d.append(int(np.round(np.float32(max(30.0 + j[1], 0.0)) / np.float32(sim_ms))))
+  default = np.asarray(env._default_joint_pos)
+  issued = [default + env.config.action_scale_rad * np.asarray(a) for a in actions]
+  per_substep = _bus(act_d, n, default, issued)
+  # this key's jitter makes a naive bus go back to a superseded target at least once
+  naive = _bus(act_d, n, default, issued, monotone=False)
+  assert any(not np.array_equal(a, b) for a, b in zip(per_substep, naive)), act_d
+
+  @jax.jit
+  def bare(data):
+    qpos = [data.qpos]
+    for target in per_substep:
+      data = mjx.step(env.mjx_model, data.replace(ctrl=target))
+      qpos.append(data.qpos)
+    return jnp.stack(qpos)
+
+  qpos = np.asarray(bare(states[0].pipeline_state))  # qpos[g]: after g physics steps
+  joint, adr = slice(6, 6 + env.action_size), env.robot.qpos_adr
+  age, oldest = 10**9, 12  # the history holds (30 + 16) ms / 4 ms = 11.5 -> 12 steps back
+  for c in range(1, steps + 1):
+    np.testing.assert_allclose(states[c].pipeline_state.qpos, qpos[c * n], atol=1e-5)
+    age = min(obs_d[c - 1], age + n, oldest)
+    # a reading older than the episode start shows the initial state
+    seen = qpos[max(c * n - age, 0)][adr] - default
+    np.testing.assert_allclose(states[c].obs["state"][joint], seen, atol=1e-5, err_msg=str(c))
+
+
+def test_adr_pinned_delay_against_bare_physics(builtin_robot):
+  """An ADR evaluator pinned at the action delay's high bound (28 ms of a 0-40 ms envelope)
+  acts exactly 28 ms late: two control steps against bare mjx.step."""
+  from mjxgap.randomization import with_adr
+
+  dr = with_adr(DomainRandomization(action_delay_ms=(0.0, 40.0)),
+                {"params": {"action_delay_ms": {"delta": 4.0}}}, "test")
+  env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
+  ranges = env.adr_ranges(jnp.array([8.0]), jnp.array([28.0]), 1.0)
+  a1, a2 = jnp.full(env.action_size, 0.3), jnp.full(env.action_size, -0.2)
+
+  @jax.jit
+  def run(key):
+    s0 = env.reset(key, ranges)
+    s1 = env.step(s0, a1)
+    return s0, s1, env.step(s1, a2)
+
+  s0, s1, s2 = run(jax.random.PRNGKey(0))  # key 0: evaluator of the high bound (checked)
+  assert int(s0.info["adr"]["param"]) == 0 and int(s0.info["adr"]["side"]) == 1
+  assert float(s0.info["action_delay_ms"]) == 28.0
+  default = env._default_joint_pos
+  t0, t1 = default, default + env.config.action_scale_rad * a1
+  per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3  # 28 ms = 7 substeps of 4 ms
+
+  @jax.jit
+  def bare(data):
+    for target in per_substep:
+      data = mjx.step(env.mjx_model, data.replace(ctrl=target))
+    return data.qpos
+
+  np.testing.assert_allclose(s2.pipeline_state.qpos, bare(s0.pipeline_state), atol=1e-5)
 
 
 def test_joint_group_staleness(builtin_robot):

@@ -174,7 +174,7 @@ def test_privileged_observation_carries_normalized_draws(dr_states):
                                ((hi - lo) / 2), rtol=1e-5, atol=1e-5)
   assert np.all(phys >= -1) and np.all(phys <= 1)
   first = rz.params[0]  # friction, loguniform in the wide preset
-  d = np.asarray(s0.info["dr"][first.spec.name])[:, 0]
+  d = np.asarray(s0.info["dr"][first.spec.name]).reshape(N, -1)[:, 0]
   lo, hi = np.log(first.spec.low), np.log(first.spec.high)
   np.testing.assert_allclose(phys[:, 0], (np.log(d) - (lo + hi) / 2) / ((hi - lo) / 2), rtol=1e-5,
                              atol=1e-5)
@@ -193,6 +193,31 @@ def test_new_episode_draws_new_physics(dr_states):
                                 jax.jit(env.randomizer.model_fields)(
                                     env.mjx_model, jax.tree.map(lambda x: x[0],
                                                                 out.info["dr"]))["body_mass"])
+
+
+def test_diverging_physics_resets_that_env_and_leaves_others_bit_identical(dr_states,
+                                                                          builtin_robot):
+  """Env 0's own physics diverges (a NaN link mass in its model fields; its state is clean):
+  the step is counted as NaN and ends with reward 0, the env restarts from a fresh reset with
+  newly drawn, finite physics, and the other envs come out bit-identical to the clean step."""
+  env, s0, s1, step = dr_states
+  links = [b for b in range(1, builtin_robot.mj_model.nbody) if b != builtin_robot.base_body_id]
+  mass = s0.info["model"]["body_mass"]
+  model = {**s0.info["model"], "body_mass": mass.at[0, links[-1]].set(jnp.nan)}
+  poisoned = s0.replace(info={**s0.info, "model": model})
+  for leaf in jax.tree.leaves(poisoned.pipeline_state):
+    assert np.all(np.isfinite(np.asarray(leaf)))  # only the physics is poisoned
+  out = step(poisoned, jnp.zeros((N, env.action_size)))
+  assert np.asarray(out.metrics["nan"]).tolist() == [1.0] + [0.0] * (N - 1)
+  assert float(out.done[0]) == 1 and float(out.reward[0]) == 0
+  for leaf in jax.tree.leaves((out.pipeline_state, out.obs, out.info)):
+    if jnp.issubdtype(leaf.dtype, jnp.floating):
+      assert np.all(np.isfinite(np.asarray(leaf)[0]))
+  assert int(out.info["step"][0]) == 0  # a fresh episode
+  assert float(out.pipeline_state.qpos[0, 2]) == pytest.approx(builtin_robot.default_qpos[2])
+  assert np.all(np.isfinite(np.asarray(out.info["model"]["body_mass"][0])))
+  for x, y in zip(jax.tree.leaves(out), jax.tree.leaves(s1)):
+    np.testing.assert_array_equal(np.asarray(x)[1:], np.asarray(y)[1:])
 
 
 @pytest.mark.parametrize("spec, needle", [

@@ -53,6 +53,8 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
 
   def run(key):
     state = jax.vmap(reset)(jax.random.split(key, episodes))
+    evaluators = (jnp.sum(state.info["adr"]["param"] >= 0) if "adr" in state.info
+                  else jnp.zeros((), jnp.int32))
 
     def body(carry, _):
       s, alive, ret, length, fell, timed_out = carry
@@ -68,9 +70,10 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
     carry = (state, jnp.ones(episodes), zeros, zeros, zeros, zeros)
     (_, _, ret, length, fell, timed_out), _ = jax.lax.scan(body, carry, None,
                                                             length=env.episode_steps)
-    return ret, length, fell, timed_out
+    return ret, length, fell, timed_out, evaluators
 
-  ret, length, fell, timed_out = map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed)))
+  ret, length, fell, timed_out, evaluators = map(np.asarray,
+                                                 jax.jit(run)(jax.random.PRNGKey(seed)))
   return {
       "run": str(run_dir),
       "policy": policy,
@@ -86,5 +89,6 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       "episode_length_fraction": float(length.mean() / env.episode_steps),
       "survived_fraction": float(timed_out.mean()),  # reached the time limit
       "fall_rate": float(fell.mean()),
-      **({"adr_ranges": adr_ranges} if adr_ranges else {}),
+      **({"adr_ranges": adr_ranges, "adr_boundary_evaluators": int(evaluators)}
+         if adr_ranges else {}),
   }
