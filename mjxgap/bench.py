@@ -1,4 +1,4 @@
-"""Throughput benchmarks: the env step against bare `mjx.step` on the same model and worlds."""
+"""Throughput benchmarks: the env step against bare `mjx.step` of the robot from the same worlds."""
 
 from __future__ import annotations
 
@@ -23,13 +23,22 @@ def _time_best(fn, arg, repeats: int) -> float:
   return best
 
 
+def reference_physics(rb, data):
+  """(MuJoCo model, batched mjx data) of the bare physics every actuator is timed against: the
+  robot's own position-actuated (PD) model holding the default pose, from the worlds `data`.
+  The same reference for `pd`, `dcmotor` and `net`, whose envs run a torque-actuated model."""
+  ctrl = jnp.broadcast_to(jnp.asarray(rb.default_joint_pos, data.ctrl.dtype), data.ctrl.shape)
+  return rb.mj_model, data.replace(ctrl=ctrl)
+
+
 def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
               steps: int = 100, repeats: int = 3, seed: int = 0, randomization: str = "none",
               actuator: str = "pd") -> dict:
   """Env steps/s of the vmapped, auto-resetting task step and raw physics steps/s.
 
   Both loops run `steps` control steps (`steps * n_substeps` physics steps) as one jitted
-  `scan` over `num_envs` worlds, so the ratio isolates what the env adds to bare physics.
+  `scan` over `num_envs` worlds, so the ratio isolates what the env (actuator model included)
+  adds to bare physics (`reference_physics`).
   """
   rb = load_robot(robot)
   env = make_env(task, rb, randomization=randomization, actuator=actuator)
@@ -47,8 +56,8 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
   jax.block_until_ready(env_fn(state))
   env_s = _time_best(env_fn, state, repeats)
 
-  model = env.mjx_model
-  data = state.pipeline_state
+  mj_model, data = reference_physics(rb, state.pipeline_state)
+  model = mjx.put_model(mj_model)
 
   def raw_rollout(d):
     step = jax.vmap(mjx.step, in_axes=(None, 0))

@@ -185,7 +185,7 @@ def _train_config(args):
   from mjxgap.ppo.run import load_config
 
   if args.resume:
-    config = load_config(pathlib.Path(args.out))
+    config = load_config(pathlib.Path(args.out), validate=False)  # its --dr file may have moved
     if args.preset is not None and args.preset != config.preset:
       raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
                       "a resumed run keeps its config (change single fields with --set)")

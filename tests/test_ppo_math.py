@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mjxgap.ppo import losses, networks
+from mjxgap.ppo import counter, losses, networks
 from mjxgap.ppo import normalizer as norm
 
 
@@ -152,6 +152,43 @@ def test_normalizer_in_float64():
     assert stats.mean.dtype == jnp.float64
     np.testing.assert_allclose(stats.mean, data.mean(0), rtol=1e-14)
     np.testing.assert_allclose(norm.variance(stats), data.var(0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_counter_is_exact_past_2_31(x64):
+  """Python ints are the reference; an int32 wraps to negative at 2**31."""
+  with jax.enable_x64(x64):
+    add = jax.jit(counter.add)
+    c, n = counter.of(2**31 - 7), 2**31 - 7
+    for step in (1, 6, 1, 2**30 - 1, 2**30 - 1, 12345):  # past 2**31, 2**31 + 2**30, 2**32
+      c, n = add(c, step), n + step
+      assert counter.value(c) == n
+    assert n > 2**32 and counter.value(counter.of(2**40 + 3)) == 2**40 + 3
+    assert float(counter.as_float(c)) == pytest.approx(n, rel=1e-7)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_normalizer_merges_past_2_31_observations(x64):
+  """Statistics of 2**31 - 5 observations (mean mu_a, variance var_a) merged with a batch far
+  from mu_a, against float64 moments in numpy: sum x and sum x^2 over both. An int32 count
+  wraps at 2**31 here and turns the merge weight negative (mean moves the wrong way)."""
+  dtype = np.float64 if x64 else np.float32
+  n_a, mu_a, var_a = 2**31 - 5, np.array([0.0, 1.0]), np.array([1.0, 4.0])
+  batch = np.random.default_rng(3).normal(size=(64, 2)) * [1.0, 3.0] + [1e5, -2e5]
+  with jax.enable_x64(x64):
+    stats = norm.from_moments(n_a, mu_a.astype(dtype), (n_a * var_a).astype(dtype))
+    stats = jax.jit(norm.update)(stats, jnp.asarray(batch, dtype))
+    assert stats.mean.dtype == dtype and float(stats.count) > 0
+    mean, var = np.asarray(stats.mean), np.asarray(norm.variance(stats))
+  n = n_a + len(batch)
+  assert counter.value(stats.seen) == n
+  s1 = n_a * mu_a + batch.sum(0)
+  s2 = n_a * (var_a + mu_a**2) + np.square(batch).sum(0)
+  ref_mean = s1 / n
+  ref_var = s2 / n - ref_mean**2
+  assert ref_var[0] > 100 * var_a[0]  # the batch moved the statistics measurably
+  np.testing.assert_allclose(mean, ref_mean, rtol=1e-5)
+  np.testing.assert_allclose(var, ref_var, rtol=1e-5)
 
 
 def test_normalizer_identity_before_data():

@@ -1,10 +1,11 @@
 """Checkpoints of the whole training state with orbax-checkpoint.
 
 A checkpoint is `RUN/checkpoints/<iteration>/` holding the flattened `TrainState` (params,
-optimiser, normalisers, env states, RNG, counters, curriculum) and a JSON record of the config and
-of every leaf's path, shape and dtype. Orbax writes into a temporary folder and renames it when
-complete, so a run killed during a save leaves the previous checkpoint as the latest one; the last
-`keep` checkpoints are kept.
+optimiser, normalisers, env states, RNG, counters, curriculum, learning-rate schedule) and a JSON
+record of the config, of the contents of its input files (`run.fingerprints`) and of every leaf's
+path, shape and dtype. Orbax writes into a temporary folder (`<iteration>.orbax-checkpoint-tmp`)
+and renames it when complete, so a run killed during a save leaves the previous checkpoint as the
+latest one; the last `keep` checkpoints are kept.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from mjxgap.errors import UserError
+from mjxgap.ppo import counter
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: int32-pair counters, the learning-rate schedule, input fingerprints
 logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's info chatter ("read only", ...)
 
 
@@ -49,12 +51,12 @@ class Checkpointer:
       self._mngr = _manager(self.directory, self.keep)
     return self._mngr
 
-  def save(self, state, config: dict, version: str) -> None:
+  def save(self, state, config: dict, version: str, inputs: dict) -> None:
     host = jax.device_get(state)
     leaves = jax.tree.leaves(host)
     meta = {"format": FORMAT_VERSION, "mjxgap_version": version, "config": config,
-            "iteration": int(host.iteration), "env_steps": int(host.env_steps),
-            "leaves": _leaf_records(host)}
+            "inputs": inputs, "iteration": int(host.iteration),
+            "env_steps": counter.value(host.env_steps), "leaves": _leaf_records(host)}
     step = int(host.iteration)
     self._writer().save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave({f"{i:05d}": np.asarray(x) for i, x in enumerate(leaves)

@@ -1,8 +1,14 @@
 """Running observation statistics (Welford / Chan), merged across devices.
 
-Counts are integers and the mean and the sum of squared deviations (`m2`) are updated by Chan's
-parallel formula, so a long run in float32 keeps its precision (no sum of squares that grows
-with the step count); with `jax_enable_x64` the same code runs in float64.
+The mean and the sum of squared deviations (`m2`) are updated by Chan's parallel formula, so a
+long run in float32 keeps its precision (no sum of squares that grows with the step count); with
+`jax_enable_x64` and `init(size, jnp.float64)` the same code runs in float64.
+
+The number of observations seen is exact and cannot wrap: it is an int32 (high, low) pair
+(`mjxgap.ppo.counter`, exact to 2**61) in every mode, where a plain int32 would wrap after
+2**31 observations - some 13k iterations of the `gpu` preset - and turn the merge weights
+negative. The merge weights use it as a float of the mean's dtype (relative error 6e-8 in
+float32, far below the statistics' own noise).
 """
 
 from __future__ import annotations
@@ -12,15 +18,28 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from mjxgap.ppo import counter
+
 
 class RunningStats(NamedTuple):
-  count: jax.Array  # int32 (int64 under x64): observations seen
+  seen: jax.Array  # int32[2]: observations seen, a `counter`
   mean: jax.Array
   m2: jax.Array  # sum of squared deviations from the mean
 
+  @property
+  def count(self) -> jax.Array:
+    """Observations seen as a float of the mean's dtype; `counter.value(seen)` is exact."""
+    return counter.as_float(self.seen, self.mean.dtype)
+
 
 def init(size: int, dtype=jnp.float32) -> RunningStats:
-  return RunningStats(jnp.zeros((), jnp.int32), jnp.zeros(size, dtype), jnp.zeros(size, dtype))
+  return RunningStats(counter.of(0), jnp.zeros(size, dtype), jnp.zeros(size, dtype))
+
+
+def from_moments(count: int, mean, m2) -> RunningStats:
+  """The statistics of `count` observations with this mean and sum of squared deviations."""
+  mean = jnp.asarray(mean)
+  return RunningStats(counter.of(count), mean, jnp.asarray(m2, mean.dtype))
 
 
 def update(stats: RunningStats, batch: jax.Array, axis_name: str | None = None) -> RunningStats:
@@ -36,16 +55,15 @@ def update(stats: RunningStats, batch: jax.Array, axis_name: str | None = None) 
     mean_b = jax.lax.pmean(mean_local, axis_name)  # equal batch sizes on every device
     m2_b = jax.lax.psum(jnp.sum(jnp.square(x - mean_b), axis=0), axis_name)
   n_a = stats.count
-  n = n_a + n_b
-  w_b = n_b / n.astype(stats.mean.dtype)
+  w_b = n_b / (n_a + n_b)
   delta = mean_b - stats.mean
   mean = stats.mean + delta * w_b
-  m2 = stats.m2 + m2_b + jnp.square(delta) * n_a.astype(stats.mean.dtype) * w_b
-  return RunningStats(n, mean, m2)
+  m2 = stats.m2 + m2_b + jnp.square(delta) * n_a * w_b
+  return RunningStats(counter.add(stats.seen, n_b), mean, m2)
 
 
 def variance(stats: RunningStats) -> jax.Array:
-  return stats.m2 / jnp.maximum(stats.count, 1).astype(stats.mean.dtype)
+  return stats.m2 / jnp.maximum(stats.count, 1)
 
 
 def normalize(stats: RunningStats, x: jax.Array, eps: float = 1e-6, clip: float = 10.0

@@ -8,6 +8,7 @@ the full training state; `RUN/learning_curves.png` is drawn at the end, and for 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -26,11 +27,14 @@ from mjxgap.ppo import checkpoint
 from mjxgap.ppo.config import TrainConfig, from_dict
 from mjxgap.ppo.trainer import Trainer
 
-# Fields a resumed run cannot change: they define the env, the shapes of the saved state, or
-# what the network has learned to see.
-INCOMPATIBLE = ("robot", "task", "dr", "actuator", "task_overrides", "ppo.num_envs",
+# Fields a resumed run cannot change: they define the env, the shapes of the saved state, what
+# the network has learned to see, or what the counters and the schedule in the state mean
+# (env steps per iteration; the learning-rate line). `dr` and `actuator` are compared by
+# contents (`fingerprints`). Free: total_steps (extends), the learner's other hyperparameters,
+# checkpointing, and seed (it only draws the initial state; the state carries its RNG).
+INCOMPATIBLE = ("robot", "task", "task_overrides", "ppo.num_envs", "ppo.unroll_length",
                 "ppo.actor_hidden", "ppo.critic_hidden", "ppo.activation",
-                "ppo.normalize_observations")
+                "ppo.normalize_observations", "ppo.lr_schedule")
 
 
 def _get(config: TrainConfig, dotted: str):
@@ -38,7 +42,8 @@ def _get(config: TrainConfig, dotted: str):
   return getattr(getattr(config, head), rest) if rest else getattr(config, head)
 
 
-def load_config(run_dir: pathlib.Path) -> TrainConfig:
+def load_config(run_dir: pathlib.Path, validate: bool = True) -> TrainConfig:
+  """The run's config.json; `validate=False` does not need its files (a moved --dr file)."""
   path = run_dir / "config.json"
   if not path.is_file():
     raise UserError(f"{run_dir}: not a training run (no config.json)")
@@ -49,15 +54,53 @@ def load_config(run_dir: pathlib.Path) -> TrainConfig:
   if not isinstance(data, dict):
     raise UserError(f"{path}: expected a JSON object")
   config = from_dict(data, str(path))
-  config.validate()
+  if validate:
+    config.validate()
   return config
 
 
-def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.Path) -> None:
+def _sha256(paths: list[pathlib.Path]) -> str:
+  """The files' contents, in order, not their names."""
+  h = hashlib.sha256()
+  for p in paths:
+    data = p.read_bytes()
+    h.update(len(data).to_bytes(8, "little") + data)
+  return "sha256:" + h.hexdigest()
+
+
+def fingerprints(config: TrainConfig) -> dict[str, str]:
+  """What `dr` and `actuator` stand for: a preset or option string as is; a randomization file
+  or an actuator network folder by the SHA-256 of its contents, so a moved copy is the same
+  input and an edited file is not. Stored in every checkpoint's metadata."""
+  from mjxgap import actuators
+  from mjxgap.randomization import PRESETS
+
+  dr = config.dr if config.dr in PRESETS else _sha256([pathlib.Path(config.dr)])
+  kind, arg = actuators.parse(config.actuator)
+  actuator = (config.actuator if kind != "net" else
+              "net:" + _sha256([pathlib.Path(arg) / name for name in actuators.NET_FILES]))
+  return {"dr": dr, "actuator": actuator}
+
+
+def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.Path,
+                    saved_inputs: dict[str, str]) -> None:
+  """Refuses (UserError, one line) a requested config that cannot continue the saved state.
+  `requested` has been validated (its files exist)."""
+  def refuse(field, a, b, why=""):
+    raise UserError(f"--resume {where}: incompatible config: {field} was {a!r}, now {b!r}{why}")
+
   for field in INCOMPATIBLE:
     a, b = _get(saved, field), _get(requested, field)
     if json.dumps(a, sort_keys=True, default=list) != json.dumps(b, sort_keys=True, default=list):
-      raise UserError(f"--resume {where}: incompatible config: {field} was {a!r}, now {b!r}")
+      refuse(field, a, b)
+  now = fingerprints(requested)
+  for field in ("dr", "actuator"):
+    if saved_inputs.get(field) != now[field]:
+      a, b = getattr(saved, field), getattr(requested, field)
+      refuse(field, a, b, " (its contents changed)" if a == b else " (compared by contents)")
+  if saved.ppo.lr_schedule == "linear" and saved.ppo.learning_rate != requested.ppo.learning_rate:
+    refuse("ppo.learning_rate", saved.ppo.learning_rate, requested.ppo.learning_rate,
+           " (a linear schedule continues from the rate in the checkpoint)")
 
 
 def make_trainer(config: TrainConfig) -> Trainer:
@@ -69,8 +112,7 @@ def make_trainer(config: TrainConfig) -> Trainer:
   return Trainer(env, config.ppo, config.total_steps)
 
 
-def _scalars(metrics: dict, trainer: Trainer, iteration: int, env_steps: int, sps: float
-             ) -> dict[str, Any]:
+def _scalars(metrics: dict, iteration: int, env_steps: int, sps: float) -> dict[str, Any]:
   """One metrics.jsonl line: per-episode means over episodes finished this iteration."""
   m = {k: float(v) for k, v in metrics.items()}
   episodes = m.pop("episodes")
@@ -82,8 +124,6 @@ def _scalars(metrics: dict, trainer: Trainer, iteration: int, env_steps: int, sp
   row["fall_rate"] = per_episode(m.pop("falls"))
   row["truncation_rate"] = per_episode(m.pop("truncations"))
   row["nan_resets"] = int(m.pop("nan_resets"))
-  updates = iteration * trainer.config.num_epochs * trainer.config.num_minibatches
-  row["learning_rate"] = float(trainer.learning_rate(updates))
   row.update(m)
   return row
 
@@ -216,16 +256,19 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   out = pathlib.Path(out)
   config.validate()
   if resume:
-    check_resumable(load_config(out), config, out)
+    saved = load_config(out, validate=False)
     if not checkpoint.steps(out):
       raise UserError(f"--resume {out}: no checkpoint in {out / 'checkpoints'}")
+    check_resumable(saved, config, out, checkpoint.read_meta(out)[1]["inputs"])
   elif (out / "config.json").exists() or checkpoint.steps(out):
     raise UserError(f"{out} already holds a run; pass --resume to continue it or choose "
                     "another --out")
   # everything that can fail on user input (robot file, checkpoint) before anything is written
   trainer = make_trainer(config)
+  inputs = fingerprints(config)
   if resume:
     host_state, meta = checkpoint.restore(out, trainer.init_abstract())
+    host_state = trainer.resume(host_state)
   on_ready(config)
   try:
     out.mkdir(parents=True, exist_ok=True)
@@ -272,7 +315,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
         elapsed = time.perf_counter() - t0
         if first_iteration_s is None:
           first_iteration_s = time.perf_counter() - t_start
-        row = _scalars(metrics, trainer, iteration, iteration * config.steps_per_iteration,
+        row = _scalars(metrics, iteration, iteration * config.steps_per_iteration,
                        config.steps_per_iteration / elapsed)
         rows.append(row)
         metrics_file.write(json.dumps(row) + "\n")
@@ -288,7 +331,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
         stopping = out_of_time or stop["signal"] is not None
         if (iteration % config.checkpoint_every == 0 or iteration == config.num_iterations
             or stopping):
-          saver.save(state, config.to_dict(), __version__)
+          saver.save(state, config.to_dict(), __version__, inputs)
         if stopping:
           break
   finally:

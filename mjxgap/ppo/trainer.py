@@ -22,7 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from mjxgap import adr as adr_lib
 from mjxgap.errors import UserError
-from mjxgap.ppo import losses, networks
+from mjxgap.ppo import counter, losses, networks
 from mjxgap.ppo import normalizer as norm
 from mjxgap.ppo.config import PPOConfig
 from mjxgap.wrappers import AutoReset
@@ -38,9 +38,21 @@ class TrainState(NamedTuple):
   critic_obs_stats: norm.RunningStats
   env_state: Any  # batched Brax State, envs split over devices
   rng: jax.Array
-  iteration: jax.Array  # int32
-  env_steps: jax.Array  # int32
+  iteration: jax.Array  # int32 (wraps after 2**31 iterations: never in practice)
+  env_steps: jax.Array  # int32[2], a `counter`: exact past 2**31 steps
   curriculum: Any  # {"adr": ADRState} when the env has an ADR curriculum, else {}
+  lr_schedule: Any  # {"start", "end", "rate", "end_rate"}: see `learning_rate`
+
+
+def learning_rate(schedule, iteration) -> jax.Array:
+  """The rate of every update of iteration `iteration` (0-based): a straight line from `rate` at
+  iteration `start` to `end_rate` at iteration `end` (the run's horizon). A fresh run has
+  start 0 and end_rate 0 (linear) or `rate` (constant); `Trainer.resume` moves the line when an
+  extended run changes the horizon, so the rate never jumps."""
+  start, end = schedule["start"], schedule["end"]
+  frac = jnp.clip((iteration - start) / jnp.maximum(end - start, 1), 0.0, 1.0)
+  rate = schedule["rate"]
+  return rate + (schedule["end_rate"] - rate) * frac.astype(jnp.float32)
 
 
 def _episode_sums(transitions, names):
@@ -78,12 +90,9 @@ class Trainer:
     self.critic = networks.make_critic(config.critic_hidden, config.activation)
     steps_per_iteration = config.num_envs * config.unroll_length
     self.num_iterations = max(1, math.ceil(total_steps / steps_per_iteration))
-    updates = self.num_iterations * config.num_epochs * config.num_minibatches
-    self.learning_rate = (optax.constant_schedule(config.learning_rate)
-                          if config.lr_schedule == "constant"
-                          else optax.linear_schedule(config.learning_rate, 0.0, updates))
+    # Adam's direction; the step is scaled by the state's learning rate (`learning_rate`)
     self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                                 optax.adam(self.learning_rate))
+                                 optax.scale_by_adam())
 
   # ----------------------------------------------------------------------------------------
   # initial state and shardings
@@ -109,8 +118,29 @@ class Trainer:
         params=params, opt_state=self.optimizer.init(params),
         obs_stats=norm.init(self.obs_size), critic_obs_stats=norm.init(self.critic_obs_size),
         env_state=jax.vmap(self.env.reset)(jax.random.split(k_env, self.config.num_envs)),
-        rng=key, iteration=jnp.zeros((), jnp.int32), env_steps=jnp.zeros((), jnp.int32),
-        curriculum={"adr": adr_lib.init(self.adr)} if self.adr else {})
+        rng=key, iteration=jnp.zeros((), jnp.int32), env_steps=counter.of(0),
+        curriculum={"adr": adr_lib.init(self.adr)} if self.adr else {},
+        lr_schedule=self._schedule(0, self.config.learning_rate))
+
+  def _schedule(self, start, rate) -> dict:
+    """The learning-rate line from `rate` at iteration `start` to this run's horizon."""
+    end_rate = rate if self.config.lr_schedule == "constant" else 0.0
+    return {"start": jnp.int32(start), "end": jnp.int32(self.num_iterations),
+            "rate": jnp.float32(rate), "end_rate": jnp.float32(end_rate)}
+
+  def resume(self, state: TrainState) -> TrainState:
+    """A restored state set to continue under this trainer's horizon (`total_steps`).
+
+    Constant: the configured rate. Linear, with a new horizon: the line restarts from the rate
+    of the last iteration run and falls to 0 at the new end, so an extension decays on smoothly
+    from where the run stopped (with the same horizon nothing changes: exact resume)."""
+    schedule = state.lr_schedule
+    if self.config.lr_schedule == "constant":
+      schedule = self._schedule(schedule["start"], self.config.learning_rate)
+    elif int(schedule["end"]) != self.num_iterations:
+      last = max(int(state.iteration) - 1, 0)
+      schedule = self._schedule(last, learning_rate(schedule, last))
+    return state._replace(lr_schedule=schedule)
 
   def _specs(self, state: TrainState) -> TrainState:
     specs = jax.tree.map(lambda _: P(), state)
@@ -127,8 +157,15 @@ class Trainer:
   def _normalize(self, stats, x):
     return norm.normalize(stats, x) if self.config.normalize_observations else x
 
+  def _local(self, x: jax.Array) -> jax.Array:
+    """This device's envs' block of `x` [num_envs, ...] (the same array on every device)."""
+    n = self.config.num_envs // self.num_devices
+    return jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index(AXIS) * n, n)
+
   def _rollout(self, state: TrainState, key: jax.Array):
-    """`unroll_length` steps of every local env with the current stochastic policy."""
+    """`unroll_length` steps of every local env with the current stochastic policy. The
+    exploration noise is drawn for all envs and sliced, so an env's actions do not depend on
+    the number of devices."""
     cfg, params = self.config, state.params
     value_fn = lambda cobs: self.critic.apply(params["critic"], cobs)[..., 0]
 
@@ -136,7 +173,8 @@ class Trainer:
       obs = self._normalize(state.obs_stats, env_state.obs["state"])
       cobs = self._normalize(state.critic_obs_stats, env_state.obs["privileged_state"])
       mean = self.actor.apply(params["actor"], obs)
-      action = mean + jnp.exp(params["log_std"]) * jax.random.normal(k, mean.shape)
+      noise = self._local(jax.random.normal(k, (cfg.num_envs, *mean.shape[1:])))
+      action = mean + jnp.exp(params["log_std"]) * noise
       nxt = jax.vmap(self.env.step)(env_state, jnp.clip(action, -cfg.action_clip,
                                                         cfg.action_clip))
       final_cobs = self._normalize(state.critic_obs_stats,
@@ -158,8 +196,9 @@ class Trainer:
 
     return jax.lax.scan(step, state.env_state, jax.random.split(key, cfg.unroll_length))
 
-  def _sgd(self, params, opt_state, batch: losses.Batch, key: jax.Array):
-    """`num_epochs` passes of shuffled minibatches; gradients averaged over devices."""
+  def _sgd(self, params, opt_state, batch: losses.Batch, key: jax.Array, lr: jax.Array):
+    """`num_epochs` passes of shuffled minibatches at rate `lr`; gradients averaged over
+    devices."""
     cfg = self.config
     n = batch.obs.shape[0]
     loss_kwargs = dict(clip_epsilon=cfg.clip_epsilon, value_clip_epsilon=cfg.value_clip_epsilon,
@@ -170,7 +209,8 @@ class Trainer:
       params, opt_state = carry
       loss, info, grads = losses.loss_and_grad(params, self.actor.apply, self.critic.apply, mb,
                                                axis_name=AXIS, **loss_kwargs)
-      updates, opt_state = self.optimizer.update(grads, opt_state, params)
+      direction, opt_state = self.optimizer.update(grads, opt_state, params)
+      updates = jax.tree.map(lambda d: -lr * d, direction)
       info = {**info, "loss": loss, "grad_norm": optax.tree.norm(grads)}
       return (optax.apply_updates(params, updates), opt_state), info
 
@@ -189,21 +229,22 @@ class Trainer:
     device = jax.lax.axis_index(AXIS)
     if self.adr:  # episodes starting in this rollout draw from the current ranges
       state = state._replace(env_state=self._publish_adr(state))
-    env_state, tr = self._rollout(state, jax.random.fold_in(k_roll, device))
+    env_state, tr = self._rollout(state, k_roll)
     adv, target = losses.gae(tr["reward"], tr["value"], tr["next_value"], tr["done"],
                              tr["truncation"], cfg.discount, cfg.gae_lambda)
     flat = lambda x: x.reshape(-1, *x.shape[2:])
     batch = losses.Batch(obs=flat(tr["obs"]), critic_obs=flat(tr["critic_obs"]),
                          action=flat(tr["action"]), log_prob=flat(tr["log_prob"]),
                          value=flat(tr["value"]), advantage=flat(adv), target=flat(target))
+    lr = learning_rate(state.lr_schedule, state.iteration)
     params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
-                                            jax.random.fold_in(k_sgd, device))
+                                            jax.random.fold_in(k_sgd, device), lr)
     obs_stats, critic_stats = state.obs_stats, state.critic_obs_stats
     if cfg.normalize_observations:
       obs_stats = norm.update(obs_stats, tr["raw_obs"], AXIS)
       critic_stats = norm.update(critic_stats, tr["raw_critic_obs"], AXIS)
     sums = jax.lax.psum(_episode_sums(tr, self._episode_metric_names), AXIS)
-    metrics = {**sums, **sgd_info,
+    metrics = {**sums, **sgd_info, "learning_rate": lr,
                "reward_per_step": jax.lax.pmean(jnp.mean(tr["reward"]), AXIS) / cfg.reward_scaling,
                "action_std": jnp.mean(jnp.exp(params["log_std"])),
                "value_mean": jax.lax.pmean(jnp.mean(tr["value"]), AXIS)}
@@ -214,8 +255,8 @@ class Trainer:
     new_state = TrainState(
         params=params, opt_state=opt_state, obs_stats=obs_stats, critic_obs_stats=critic_stats,
         env_state=env_state, rng=rng, iteration=state.iteration + 1,
-        env_steps=state.env_steps + cfg.num_envs * cfg.unroll_length,
-        curriculum=curriculum)
+        env_steps=counter.add(state.env_steps, cfg.num_envs * cfg.unroll_length),
+        curriculum=curriculum, lr_schedule=state.lr_schedule)
     return new_state, metrics
 
   # ----------------------------------------------------------------------------------------
@@ -252,7 +293,7 @@ class Trainer:
   def _collect(self, state: TrainState):
     """The rollout alone (no learning): the baseline of `learner_overhead`."""
     rng, k_roll = jax.random.split(state.rng)
-    env_state, tr = self._rollout(state, jax.random.fold_in(k_roll, jax.lax.axis_index(AXIS)))
+    env_state, tr = self._rollout(state, k_roll)
     return state._replace(env_state=env_state, rng=rng), jax.lax.psum(jnp.sum(tr["reward"]), AXIS)
 
   def _sharded(self, fn, state_example: TrainState, metrics_spec=P()):
