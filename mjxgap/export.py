@@ -3,8 +3,9 @@
 The ONNX graph is written node by node with `onnx.helper` (no TensorFlow, no tracing): the
 observation normaliser ((obs - mean) / std, clipped), the actor MLP and the clip of the
 deployed action - exactly `Trainer.policy_fn`. Export compares onnxruntime against the JAX
-policy on random and recorded observations and refuses to write if they differ; it writes into
-a temporary folder renamed at the end, so a failed export leaves nothing behind.
+policy on random and recorded observations (and the clip on a copy clipped where they reach it)
+and refuses to write if they differ; it writes into a temporary folder renamed at the end, so a
+failed export leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -142,8 +143,20 @@ def weights_arrays(policy: ExportedPolicy) -> dict[str, np.ndarray]:
   return out
 
 
-def sidecar(config, env, iteration: int, policy: ExportedPolicy) -> dict:
-  """Everything a robot runtime needs besides the network (`policy.json`)."""
+def adr_ranges(env, curriculum) -> dict | None:
+  """Per ADR item: the range the curriculum had reached (`curriculum["adr"]`, the checkpoint's)
+  and its hard limits; None for a run without ADR."""
+  if env.adr is None or "adr" not in curriculum:
+    return None
+  state = curriculum["adr"]
+  return {p.name: {"reached": [float(lo), float(hi)], "hard_limits": [p.hard_low, p.hard_high],
+                   "nominal": p.nominal}
+          for p, lo, hi in zip(env.adr.params, np.asarray(state.low), np.asarray(state.high))}
+
+
+def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum: dict) -> dict:
+  """Everything a robot runtime needs besides the network (`policy.json`); `curriculum` is the
+  train state's (the ADR ranges reached at the checkpoint)."""
   from mjxgap import __version__
 
   robot, task, dr = env.robot, env.config, env.dr
@@ -187,7 +200,8 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy) -> dict:
       "trained_with": {"randomization": config.dr, "actuator": config.actuator,
                        "action_delay_ms": list(dr.action_delay_ms),
                        "obs_delay_ms": list(dr.obs_delay_ms),
-                       "delay_jitter_ms": dr.delay_jitter_ms},
+                       "delay_jitter_ms": dr.delay_jitter_ms,
+                       "adr": adr_ranges(env, curriculum)},
   }
 
 
@@ -234,15 +248,23 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
                 * rng.standard_normal((samples, policy.obs_mean.size))).astype(np.float32)
   obs = np.concatenate([random_obs, _recorded_observations(trainer, act, samples, seed)])
   reference = np.asarray(act(jnp.asarray(obs)))
-  diff = float(np.max(np.abs(onnx_run(model_bytes, obs) - reference)))
+  # the action clip, even where these actions do not reach it: the graph built with a clip at
+  # the median |action| must give the reference clipped there (clip(clip(a, c), c') = clip(a, c')
+  # for c' <= c)
+  tight = dataclasses.replace(policy, action_clip=float(np.median(np.abs(reference))))
+  diff = max(float(np.max(np.abs(onnx_run(model_bytes, obs) - reference))),
+             float(np.max(np.abs(onnx_run(onnx_model(tight).SerializeToString(), obs)
+                                 - np.clip(reference, -tight.action_clip, tight.action_clip)))))
   diff_numpy = float(np.max(np.abs(numpy_forward(policy, obs) - reference)))
   if not (diff <= PARITY_ATOL and diff_numpy <= PARITY_ATOL):
     raise UserError(f"{run_dir}: export refused: ONNX differs from the JAX policy by {diff:.2e} "
                     f"(numpy weights by {diff_numpy:.2e}); allowed {PARITY_ATOL:g}")
 
-  info = sidecar(config, trainer.env.env, int(meta["iteration"]), policy)
+  info = sidecar(config, trainer.env.env, int(meta["iteration"]), policy, state.curriculum)
+  at_clip = np.abs(reference) >= np.float32(policy.action_clip)
   info["parity"] = {"observations": int(len(obs)), "max_abs_diff_onnx": diff,
-                    "max_abs_diff_numpy": diff_numpy}
+                    "max_abs_diff_numpy": diff_numpy,
+                    "action_at_clip_fraction": float(np.mean(at_clip))}
   with folder_atomic(out) as tmp:
     write_atomic(tmp / "policy.onnx", model_bytes)
     write_atomic(tmp / "policy.json", json.dumps(info, indent=2) + "\n")

@@ -158,15 +158,23 @@ def test_net_actuator_matches_the_fitted_network_in_numpy(builtin_robot, fitted)
     assert float(tau[i]) == pytest.approx(expected, rel=1e-4, abs=1e-4)
 
 
+# Replay RMSE ratio network / ideal PD. BENCHMARKS.md: 0.0038 / 0.0300 rad = 0.13 (60 s logs,
+# 300 epochs). Measured at this test's setting (30 s logs, 120 epochs, seeds 0): 0.0069 / 0.0661
+# = 0.105; with fit seed 1 0.106, with log seed 1 0.148. The bound leaves 2.4x over today's
+# figure and 1.7x over the worst seed seen; a model no better than PD is at 1 (a network fitted
+# for 10 epochs: 1.27).
+REPLAY_RATIO_BOUND = 0.25
+
+
 def test_replay_net_reproduces_logged_trajectories_better_than_pd(builtin_robot, fitted):
   """Driving the simulated robot (MJX, base held, contacts off) with 2 s of held-out logged
-  targets: the RMS difference between simulated and logged joint positions (rad, all joints) is
-  smaller with the network than with ideal PD."""
+  targets: the RMS difference between simulated and logged joint positions (rad, all joints)
+  with the network is at most a quarter of ideal PD's."""
   log, _, _, folder = fitted
   start = 0.86 * log.data[log.joints[0]]["time_s"][-1]
   net = tracking_rmse(replay(builtin_robot, f"net:{folder}", log, start, 2.0))
   pd = tracking_rmse(replay(builtin_robot, "pd", log, start, 2.0))
-  assert net < pd, (net, pd)
+  assert net <= REPLAY_RATIO_BOUND * pd, (net, pd, net / pd)
 
 
 def test_net_actuator_in_a_randomized_delayed_rollout_from_the_cli(fitted, capsys):

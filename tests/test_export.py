@@ -1,6 +1,10 @@
 """`mjxgap export`: ONNX parity with the JAX policy, raw weights, the sidecar, refusals."""
 
+import copy
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -18,10 +22,23 @@ SMALL = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no-pro
          "--set", "task.episode_length_s=1.0", "--total-steps", "256"]
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-  root = tmp_path_factory.mktemp("export")
-  for argv in (["train", *SMALL, "--out", str(root / "run")],
+# An ADR run whose actions are clipped at CLIP: most random observations hit the clip, and the
+# policy is near zero, at which the built-in robot stands. t_high = 0 widens every full buffer,
+# so the bounds leave their initial ranges (kp 0.95-1.05, delay 0-4 ms) within a few iterations
+# and stay well inside the hard limits (kp 0.8-1.2, delay 0-30 ms).
+CLIP = 0.05
+ADR = {"base": "nominal_dr", "adr": {
+    "t_low": -1.0, "t_high": 0.0, "buffer_size": 1, "boundary_prob": 0.5,
+    "params": {"kp": {"delta": 0.01, "hard_low": 0.8, "hard_high": 1.2,
+                      "init_low": 0.95, "init_high": 1.05},
+               "action_delay_ms": {"delta": 1.0, "hard_high": 30.0, "init_high": 4.0}}}}
+ADR_RUN = ["--preset", "smoke", "--num-envs", "8", "--no-progress", "--set", "checkpoint_every=1",
+           "--set", "task.episode_length_s=0.5", "--set", f"ppo.action_clip={CLIP}",
+           "--total-steps", "384"]
+
+
+def _train_and_export(root, train_argv):
+  for argv in (["train", *train_argv, "--out", str(root / "run")],
                ["export", str(root / "run"), "--out", str(root / "out")]):
     with pytest.raises(SystemExit) as e:
       main(argv)
@@ -29,12 +46,29 @@ def exported(tmp_path_factory):
   return root / "run", root / "out"
 
 
-@pytest.fixture(scope="module")
-def jax_policy(exported):
-  run, _ = exported
+def _restore(run):
+  """(trainer, JAX policy, train state, checkpoint meta) of the run's latest checkpoint."""
   trainer = make_trainer(load_config(run))
   state, meta = checkpoint.restore(run, trainer.init_abstract())
-  return trainer, trainer.policy_fn(state.params, state.obs_stats), meta
+  return trainer, trainer.policy_fn(state.params, state.obs_stats), state, meta
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  return _train_and_export(tmp_path_factory.mktemp("export"), SMALL)
+
+
+@pytest.fixture(scope="module")
+def jax_policy(exported):
+  trainer, act, _, meta = _restore(exported[0])
+  return trainer, act, meta
+
+
+@pytest.fixture(scope="module")
+def adr_clipped(tmp_path_factory):
+  root = tmp_path_factory.mktemp("export_adr")
+  (root / "adr.json").write_text(json.dumps(ADR))
+  return _train_and_export(root, [*ADR_RUN, "--dr", str(root / "adr.json")])
 
 
 def _obs_size(trainer) -> int:
@@ -66,11 +100,9 @@ def test_onnx_matches_the_jax_policy_and_passes_the_checker(exported, jax_policy
   assert np.abs(want).max() <= trainer.config.action_clip
 
 
-def test_weights_npz_in_plain_numpy_matches(exported, jax_policy):
-  """A microcontroller port: normalise, the layers in `layer_order`, ELU, clip."""
-  _, out = exported
-  trainer, act, _ = jax_policy
-  obs = _observations(trainer, 500, seed=1)
+def _numpy_policy(out, obs, clip=True):
+  """A microcontroller port of `weights.npz`: normalise, the layers in `layer_order`, ELU,
+  clip (or not)."""
   with np.load(out / "weights.npz") as w:
     x = np.clip((obs - w["obs_mean"]) / w["obs_std"], -w["obs_clip"], w["obs_clip"])
     names = list(w["layer_order"])
@@ -79,8 +111,34 @@ def test_weights_npz_in_plain_numpy_matches(exported, jax_policy):
       x = x @ w[f"{name}_weight"] + w[f"{name}_bias"]
       if i < len(names) - 1:
         x = np.where(x > 0, x, np.exp(np.minimum(x, 0)) - 1)
-    x = np.clip(x, -w["action_clip"], w["action_clip"])
-  np.testing.assert_allclose(x, np.asarray(act(obs)), atol=1e-5, rtol=0)
+    return np.clip(x, -w["action_clip"], w["action_clip"]) if clip else x
+
+
+def _onnx_run(model, obs):
+  session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+  return session.run(["action"], {"obs": obs})[0]
+
+
+def _without_action_clip(model):
+  """`model` with its final Clip node removed: the last layer's output becomes `action`."""
+  model = copy.deepcopy(model)
+  nodes = model.graph.node
+  clip = nodes[-1]
+  assert clip.op_type == "Clip" and list(clip.output) == ["action"]
+  producer = next(n for n in nodes if clip.input[0] in n.output)
+  producer.output[list(producer.output).index(clip.input[0])] = "action"
+  nodes.remove(clip)
+  for name in clip.input[1:]:  # the clip's bounds, now unused
+    model.graph.initializer.remove(next(i for i in model.graph.initializer if i.name == name))
+  onnx.checker.check_model(model, full_check=True)
+  return model
+
+
+def test_weights_npz_in_plain_numpy_matches(exported, jax_policy):
+  _, out = exported
+  trainer, act, _ = jax_policy
+  obs = _observations(trainer, 500, seed=1)
+  np.testing.assert_allclose(_numpy_policy(out, obs), np.asarray(act(obs)), atol=1e-5, rtol=0)
 
 
 def test_sidecar_describes_robot_action_and_observation(exported, jax_policy, builtin_robot):
@@ -102,7 +160,81 @@ def test_sidecar_describes_robot_action_and_observation(exported, jax_policy, bu
   assert sum(t["size"] for t in terms) == info["observation"]["size"] == _obs_size(trainer)
   assert [t["offset"] for t in terms] == list(np.cumsum([0] + [t["size"] for t in terms])[:-1])
   assert info["trained_with"]["randomization"] == "nominal_dr"
+  assert info["trained_with"]["adr"] is None
   assert info["parity"]["observations"] == 2000 and info["parity"]["max_abs_diff_onnx"] <= 1e-5
+
+
+# ------------------------------------------------------------------------------------------
+# an ADR run with a small action clip
+
+def test_export_of_an_adr_run_records_the_reached_ranges_and_hard_limits(adr_clipped):
+  """`trained_with.adr`: per item, the range of the exported checkpoint's ADRState (read back
+  by checkpoint.restore and in metrics.jsonl) beside the hard limits of the ADR file."""
+  run, out = adr_clipped
+  info = json.loads((out / "policy.json").read_text())
+  _, _, state, meta = _restore(run)
+  adr = state.curriculum["adr"]
+  rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+  row = [r for r in rows if r["iteration"] == meta["iteration"]][-1]
+  items = info["trained_with"]["adr"]
+  assert info["checkpoint_iteration"] == meta["iteration"] == 3
+  assert list(items) == ["kp", "action_delay_ms"]
+  for i, name in enumerate(items):
+    reached = items[name]["reached"]
+    assert reached == [float(adr.low[i]), float(adr.high[i])]
+    assert reached == [row[f"adr/{name}/low"], row[f"adr/{name}/high"]]
+  assert items["kp"]["hard_limits"] == [0.8, 1.2] and items["kp"]["nominal"] == 1.0
+  assert items["action_delay_ms"]["hard_limits"] == [0.0, 30.0]
+  assert info["trained_with"]["action_delay_ms"] == [0.0, 30.0]  # the envelope, as before
+  # moved off the initial ranges, inside the hard limits: neither could pass for the reached
+  low, high = items["kp"]["reached"]
+  assert 0.8 < low < 0.95 and 1.05 < high < 1.2, items
+  assert 4.0 < items["action_delay_ms"]["reached"][1] < 30.0, items
+
+
+def test_action_clip_is_exercised_and_in_the_graph(adr_clipped):
+  """Most actions sit at the clip; onnxruntime and numpy equal the JAX policy there, and the
+  same graph without its final Clip node does not."""
+  run, out = adr_clipped
+  trainer, act, _, _ = _restore(run)
+  obs = _observations(trainer, 1000)
+  want = np.asarray(act(obs))
+  at_clip = np.abs(want) >= np.float32(CLIP)
+  assert at_clip.mean() > 0.5 and (~at_clip).mean() > 0.1, at_clip.mean()  # the MLP counts too
+  model = onnx.load(out / "policy.onnx")
+  np.testing.assert_allclose(_onnx_run(model, obs), want, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(_numpy_policy(out, obs), want, atol=1e-5, rtol=0)
+  unclipped = _onnx_run(_without_action_clip(model), obs)
+  np.testing.assert_allclose(unclipped, _numpy_policy(out, obs, clip=False), atol=1e-5, rtol=0)
+  assert np.abs(unclipped - want).max() > 100 * 1e-5
+
+
+@pytest.mark.parametrize("runs, at_clip", [("adr_clipped", (0.1, 1.0)), ("exported", (0, 0))])
+def test_parity_gate_refuses_an_export_without_the_action_clip(runs, at_clip, request, tmp_path,
+                                                                capsys, monkeypatch):
+  """A graph without its final Clip node is refused: on observations whose actions reach the
+  clip (ADR run, clip 0.05) and on a run whose actions never reach it (clip 1)."""
+  from mjxgap import export
+
+  run, out = request.getfixturevalue(runs)
+  fraction = json.loads((out / "policy.json").read_text())["parity"]["action_at_clip_fraction"]
+  assert at_clip[0] <= fraction <= at_clip[1], fraction
+  build = export.onnx_model
+  monkeypatch.setattr(export, "onnx_model", lambda *a, **k: _without_action_clip(build(*a, **k)))
+  code, _, err = _cli(["export", str(run), "--out", str(tmp_path / "x")], capsys)
+  assert code == 2 and "export refused" in err and len(err.strip().splitlines()) == 1, err
+  assert not (tmp_path / "x").exists()
+
+
+def test_play_a_near_zero_policy_stands_the_requested_time(adr_clipped, capsys):
+  """Targets within 0.05 x 0.5 rad of the default pose, at which the built-in robot stands for
+  10 s+ in native MuJoCo: no fall, the full 3 s, a few millimetres of drift (4.5 mm measured)."""
+  _, out = adr_clipped
+  code, printed, err = _cli(["play", str(out), "--seconds", "3"], capsys)
+  assert code == 0, err
+  r = json.loads(printed)
+  assert r["fell"] is False and r["survived_s"] == 3.0, r
+  assert r["distance_m"] < 0.03 and r["mean_velocity_tracking_error_mps"] < 0.05, r
 
 
 def test_parity_failure_refuses_and_leaves_nothing(exported, tmp_path, capsys, monkeypatch):
@@ -143,11 +275,12 @@ def test_export_errors_one_line_exit_2(exported, tmp_path, capsys):
 def test_checkpoint_of_another_format_version_one_line(exported, tmp_path, capsys,
                                                         monkeypatch):
   """A checkpoint written by an mjxgap whose checkpoint format differs (here: this one's,
-  read by a version expecting format 2)."""
+  read by a version expecting the next format)."""
   run, _ = exported
-  monkeypatch.setattr(checkpoint, "FORMAT_VERSION", 2)
+  later = checkpoint.FORMAT_VERSION + 1
+  monkeypatch.setattr(checkpoint, "FORMAT_VERSION", later)
   code, _, err = _cli(["export", str(run), "--out", str(tmp_path / "x")], capsys)
-  assert code == 2 and "not an mjxgap checkpoint of format 2" in err, err
+  assert code == 2 and f"not an mjxgap checkpoint of format {later}" in err, err
   assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
 
 
@@ -205,36 +338,62 @@ def test_play_runs_the_export_in_native_mujoco(exported, tmp_path, capsys):
   assert "native" in r["simulator"] and r["command"] == [0.2, 0.0, 0.0]
   assert 0 < r["survived_s"] <= 0.5 and r["mean_velocity_tracking_error_mps"] >= 0
   for argv, needle in ((["play", str(tmp_path / "nothing")], "missing policy.json"),
-                       (["play", str(out), "--command", "1,2"], "--command must be three")):
+                       (["play", str(out), "--command", "1,2"], "--command must be three"),
+                       (["play", str(out), "--video", str(tmp_path / "run.mp4")],
+                        "expected a .gif")):
     code, _, err = _cli(argv, capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_play_video_gif_or_one_line_without_opengl(exported, tmp_path, capsys):
-  """With offscreen OpenGL (MUJOCO_GL=osmesa where libosmesa6 is installed) the GIF has a
-  frame per 1/25 s; without (a headless machine with MuJoCo's default GLFW) one line, exit 2,
-  and no file."""
-  import os
-  import subprocess
-  import sys
+def _renders(backend: str) -> bool:
+  """Whether MuJoCo renders offscreen with MUJOCO_GL=backend (read at import: a subprocess)."""
+  probe = ("import mujoco; r = mujoco.Renderer(mujoco.MjModel.from_xml_string('<mujoco/>'), 16, "
+           "16); r.render(); r.close()")
+  return subprocess.run([sys.executable, "-c", probe], env=_gl_env(backend),
+                        capture_output=True).returncode == 0
 
-  from PIL import Image
 
-  _, out = exported
+def _gl_env(backend: str) -> dict:
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
+  return {**env, "MUJOCO_GL": backend}
+
+
+def _play_video(out, gif, backend):
+  return subprocess.run([sys.executable, "-m", "mjxgap", "play", str(out), "--seconds", "0.4",
+                         "--video", str(gif)], capture_output=True, text=True,
+                        env=_gl_env(backend))
+
+
+def test_play_video_writes_an_animated_gif(adr_clipped, tmp_path):
+  """Through the first of egl and osmesa that renders here, 0.4 s of a robot that stands: 11
+  frames (one per 1/25 s and the initial state), 640x480, 40 ms each, each an image of a scene
+  (not one colour), and not all the same image."""
+  from PIL import Image, ImageSequence
+
+  backend = next((b for b in ("egl", "osmesa") if _renders(b)), None)
+  if backend is None:
+    pytest.skip("no offscreen OpenGL here (neither MUJOCO_GL=egl nor MUJOCO_GL=osmesa renders)")
+  _, out = adr_clipped
   gif = tmp_path / "run.gif"
-  env = {**os.environ, "MUJOCO_GL": "osmesa"}
-  if subprocess.run([sys.executable, "-c", "import mujoco"], env=env,
-                    capture_output=True).returncode != 0:  # no libosmesa: MuJoCo's default GL
-    env.pop("MUJOCO_GL")
-  proc = subprocess.run([sys.executable, "-m", "mjxgap", "play", str(out), "--seconds", "0.4",
-                         "--video", str(gif)], capture_output=True, text=True, env=env)
-  if proc.returncode == 0:
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
-    with Image.open(gif) as im:
-      assert im.n_frames == r["video"]["frames"] == int(round(r["survived_s"] * 25)) + 1
-      assert im.size == (640, 480)
-  else:
-    assert proc.returncode == 2 and "no OpenGL" in proc.stderr, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and not gif.exists()
-  code, _, err = _cli(["play", str(out), "--video", str(tmp_path / "run.mp4")], capsys)
-  assert code == 2 and "expected a .gif" in err, err
+  proc = _play_video(out, gif, backend)
+  assert proc.returncode == 0, proc.stderr
+  r = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert r["video"]["frames"] == 11 and r["survived_s"] == 0.4
+  with Image.open(gif) as im:
+    assert im.n_frames == 11 and im.size == (640, 480) and im.info["duration"] == 40
+    frames = [np.asarray(f.convert("RGB"), np.int16) for f in ImageSequence.Iterator(im)]
+  for f in frames:
+    assert f.std() > 10 and len(np.unique(f.reshape(-1, 3), axis=0)) > 50
+  assert max(np.abs(f - frames[0]).max() for f in frames[1:]) > 0  # the robot settles
+
+
+def test_play_video_without_opengl_one_line_exit_2(adr_clipped, tmp_path):
+  """MUJOCO_GL=glfw with no display: no OpenGL context, one line, exit 2, no file."""
+  if _renders("glfw"):
+    pytest.skip("GLFW renders here (a display is available): no failing backend to test")
+  _, out = adr_clipped
+  gif = tmp_path / "run.gif"
+  proc = _play_video(out, gif, "glfw")
+  assert proc.returncode == 2 and "no OpenGL" in proc.stderr, proc.stderr
+  assert len(proc.stderr.strip().splitlines()) == 1 and not gif.exists()
