@@ -16,7 +16,7 @@ import json
 import pathlib
 import time
 
-from common import mjxgap, provenance
+from common import keep, mjxgap, provenance
 
 
 def main() -> None:
@@ -66,6 +66,8 @@ def main() -> None:
       "overhead_vs_pd": {k: round(sps["pd"] / v - 1, 4) for k, v in sps.items()},
   }
   (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+  keep(out / "summary.json", "actuator_builtin_summary.json")
+  keep(net / "fit.png", "actuator_builtin_fit.png")
   print(json.dumps({"rmse_ratio_net_to_pd": fit["rmse_ratio_net_to_pd"],
                     "replay_rmse_rad": replay_rmse, "overhead_vs_pd": summary["overhead_vs_pd"]}))
 

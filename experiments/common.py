@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import pathlib
+import shutil
 import platform
 import subprocess
 import sys
@@ -25,3 +27,26 @@ def provenance() -> dict:
   return {"command": f"python experiments/{script.name} " + " ".join(sys.argv[1:]),
           "date": time.strftime("%Y-%m-%d"),
           "machine": f"{platform.processor() or platform.machine()}, {platform.system()}"}
+
+
+RESULTS = pathlib.Path(__file__).with_name("results")
+
+
+def keep(path: pathlib.Path, name: str) -> pathlib.Path:
+  """Copies an artefact of a run into `experiments/results/<name>` (committed; `runs/` is not),
+  gzip-compressed when `name` ends in `.gz`."""
+  RESULTS.mkdir(exist_ok=True)
+  target = RESULTS / name
+  if name.endswith(".gz"):
+    with open(path, "rb") as src, gzip.open(target, "wb", compresslevel=9) as dst:
+      shutil.copyfileobj(src, dst)
+  else:
+    shutil.copyfile(path, target)
+  return target
+
+
+def read_metrics(path: pathlib.Path) -> list[dict]:
+  """The rows of a `metrics.jsonl` (or `.jsonl.gz`)."""
+  opener = gzip.open if str(path).endswith(".gz") else open
+  with opener(path, "rt") as f:
+    return [json.loads(line) for line in f if line.strip()]

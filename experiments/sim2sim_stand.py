@@ -15,7 +15,7 @@ import json
 import pathlib
 import shutil
 
-from common import mjxgap, provenance
+from common import keep, mjxgap, provenance
 
 
 def mjx_trajectory(run: pathlib.Path, seconds: float):
@@ -111,6 +111,8 @@ def main() -> None:
                        "max_abs_joint_difference_rad": float(diff.max())},
   }
   (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+  keep(out / "summary.json", "sim2sim_stand_summary.json")
+  keep(out / "sim2sim_joints.png", "sim2sim_stand_joints.png")
   print(json.dumps({"native_survived_s": native["survived_s"],
                     "mjx_episode_length": mjx["episode_length"],
                     "divergence": summary["first_second"]}))

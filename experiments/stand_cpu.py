@@ -16,7 +16,7 @@ import json
 import pathlib
 import time
 
-from common import mjxgap, provenance
+from common import keep, mjxgap, provenance
 
 
 def main() -> None:
@@ -52,6 +52,9 @@ def main() -> None:
       "total_wall_s": round(time.time() - t0, 1),
   }
   (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+  keep(out / "summary.json", "stand_cpu_summary.json")
+  keep(run / "learning_curves.png", "stand_cpu_learning_curves.png")
+  keep(run / "metrics.jsonl", "stand_cpu_metrics.jsonl.gz")
   print(json.dumps(summary["episode_length_fraction"]))
 
 
