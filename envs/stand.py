@@ -1,6 +1,6 @@
 """`stand`: keep balance around the default pose; an episode ends on a fall."""
 
-from mjxgap.locomotion import TaskConfig
+from mjxgap.env.task import TaskConfig
 
 STAND = TaskConfig(
     name="stand",

@@ -3,7 +3,7 @@
 Reward terms and weights follow MuJoCo Playground's humanoid joystick tasks (FIELD_NOTES).
 """
 
-from mjxgap.locomotion import TaskConfig
+from mjxgap.env.task import TaskConfig
 
 WALK = TaskConfig(
     name="walk",

@@ -6,7 +6,7 @@ held-out logged targets in MJX, and env steps/s with each actuator model at 256 
     python experiments/actuator_builtin.py --out runs/actuator_builtin
 
 Every step is an `mjxgap` command (printed before it runs), except the replay, which calls
-`mjxgap.actuator_replay`; `OUT/summary.json` gathers the figures.
+`mjxgap.sim.actuators.replay`; `OUT/summary.json` gathers the figures.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def main() -> None:
   fit = mjxgap("actuator", "fit", str(logs), "--robot", "builtin", "--out", str(net))
   fit_wall_s = time.perf_counter() - t0
 
-  from mjxgap import motor_logs
-  from mjxgap.actuator_replay import replay, tracking_rmse
+  from mjxgap.sim.actuators import logs as motor_logs
+  from mjxgap.sim.actuators.replay import replay, tracking_rmse
   from mjxgap.robot import load_robot
 
   robot = load_robot("builtin")

@@ -26,8 +26,8 @@ def mjx_trajectory(run: pathlib.Path, seconds: float):
   import jax
   import numpy as np
 
-  from mjxgap.ppo import checkpoint
-  from mjxgap.ppo.run import load_config, make_trainer
+  from mjxgap.runs import checkpoint
+  from mjxgap.runs.training import load_config, make_trainer
 
   config = load_config(run)
   trainer = make_trainer(config)
@@ -66,7 +66,7 @@ def main() -> None:
   native = mjxgap("play", str(policy), "--seconds", str(args.seconds))
   mjx = mjxgap("eval", str(run), "--dr", "none", "--episodes", str(args.episodes))
 
-  from mjxgap.play import play
+  from mjxgap.deploy.play import play
 
   q_mjx, substeps = mjx_trajectory(run, 1.0)
   q_native = np.asarray(play(policy, seconds=1.0, record_s=1.0)["joint_pos_rad"])

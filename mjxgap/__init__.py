@@ -1,5 +1,5 @@
 """mjxgap: humanoid locomotion policies trained in MuJoCo MJX that survive the move to a real robot."""
 
-from mjxgap import _mjx  # noqa: F401  (first: silences mujoco.mjx's import-time prints)
+from mjxgap import process  # noqa: F401  (first: XLA flags, quiet mujoco.mjx import)
 
 __version__ = "0.1.0"

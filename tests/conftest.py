@@ -5,7 +5,7 @@ import pathlib
 import pytest
 
 import mjxgap  # noqa: F401  (sets XLA flags before JAX starts)
-from mjxgap.jax_setup import enable_compilation_cache
+from mjxgap.process import enable_compilation_cache
 
 SHARED_ROBOTS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "robots"
 BERKELEY = SHARED_ROBOTS / "berkeley_humanoid" / "scene_mjx_feetonly_flat_terrain.xml"

@@ -9,12 +9,13 @@ import mujoco
 import numpy as np
 import pytest
 
-from mjxgap import actuators, motor_logs
-from mjxgap.actuator_fit import FitConfig, fit
-from mjxgap.actuator_replay import replay, tracking_rmse
-from mjxgap.reference_motor import ReferenceMotor, SynthConfig, synthesize
+from mjxgap.sim.actuators import logs as motor_logs
+from mjxgap.sim.actuators import models as actuators
+from mjxgap.sim.actuators.fit import FitConfig, fit
+from mjxgap.sim.actuators.replay import replay, tracking_rmse
+from mjxgap.sim.actuators.reference import ReferenceMotor, SynthConfig, synthesize
 from mjxgap.robot import robot_from_model
-from mjxgap.tasks import make_env
+from mjxgap.runs.factory import make_env
 
 from cli_helper import run_cli as _cli
 
@@ -229,7 +230,7 @@ def test_randomized_gains_reach_torque_models_consistently(builtin_robot):
   """With a torque model, an episode's kp, kd and motor strength draws become the model's
   gains; the kd left inside MuJoCo (bias) is the same randomized kd the env adds back, and kp
   no longer touches the (unit) actuator gain."""
-  from mjxgap.randomization import Randomizer, nominal_dr
+  from mjxgap.sim.randomization import Randomizer, nominal_dr
 
   robot = actuators.torque_actuated(builtin_robot)
   rnd = Randomizer(robot, nominal_dr(), torque_actuated=True)

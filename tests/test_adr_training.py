@@ -8,15 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mjxgap import adr
+from mjxgap.sim import adr
 from mjxgap.cli import main
-from mjxgap.locomotion import LocomotionEnv
-from mjxgap.ppo import checkpoint
-from mjxgap.ppo.config import PPOConfig
-from mjxgap.ppo.run import load_config, make_trainer
-from mjxgap.ppo.trainer import Trainer
-from mjxgap.randomization import PRESETS, with_adr
-from mjxgap.tasks import task_config
+from mjxgap.env.locomotion import LocomotionEnv
+from mjxgap.runs import checkpoint
+from mjxgap.agent.config import PPOConfig
+from mjxgap.runs.training import load_config, make_trainer
+from mjxgap.agent.trainer import Trainer
+from mjxgap.sim.randomization import PRESETS, with_adr
+from mjxgap.runs.factory import task_config
 
 from cli_helper import run_cli as _cli
 from toy_env import LambdaTask

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from mjxgap.bench import bench_env
+from mjxgap.evaluation.bench import bench_env
 from mjxgap.cli import main
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -66,7 +66,8 @@ def test_bench_env_times_the_position_actuated_robot_for_dcmotor(monkeypatch):
   import mujoco
   import numpy as np
 
-  from mjxgap import actuators, bench
+  from mjxgap.evaluation import bench
+  from mjxgap.sim.actuators import models as actuators
   from mjxgap.robot import load_robot
 
   reference, seen = bench.reference_physics, []

@@ -11,11 +11,11 @@ import mujoco
 import numpy as np
 import pytest
 
-from mjxgap._mjx import mjx
-from mjxgap.locomotion import LocomotionEnv
-from mjxgap.rewards import REWARD_TERMS
-from mjxgap.tasks import make_env, task_config
-from mjxgap.wrappers import AutoReset
+from mjxgap.process import mjx
+from mjxgap.env.locomotion import LocomotionEnv
+from mjxgap.env.rewards import REWARD_TERMS
+from mjxgap.runs.factory import make_env, task_config
+from mjxgap.env.wrappers import AutoReset
 
 N_STEPS = 6
 
@@ -215,7 +215,7 @@ def _command_checks(env, states, step):
 def test_resampled_command_reaches_reward_actor_and_critic_together(env, run64, builtin_robot):
   """Without and with observation delay (which builds the actor's view separately)."""
   _command_checks(env, run64, 5)  # 0.1 s = 5 control steps
-  from mjxgap.randomization import DomainRandomization
+  from mjxgap.sim.randomization import DomainRandomization
 
   delayed = LocomotionEnv(builtin_robot, env.config,
                           DomainRandomization(obs_delay_ms=(8.0, 8.0)))

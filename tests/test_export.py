@@ -12,8 +12,8 @@ import onnxruntime as ort
 import pytest
 
 from mjxgap.cli import main
-from mjxgap.ppo import checkpoint
-from mjxgap.ppo.run import load_config, make_trainer
+from mjxgap.runs import checkpoint
+from mjxgap.runs.training import load_config, make_trainer
 
 from cli_helper import run_cli as _cli
 
@@ -214,7 +214,7 @@ def test_parity_gate_refuses_an_export_without_the_action_clip(runs, at_clip, re
                                                                 capsys, monkeypatch):
   """A graph without its final Clip node is refused: on observations whose actions reach the
   clip (ADR run, clip 0.05) and on a run whose actions never reach it (clip 1)."""
-  from mjxgap import export
+  from mjxgap.deploy import export
 
   run, out = request.getfixturevalue(runs)
   fraction = json.loads((out / "policy.json").read_text())["parity"]["action_at_clip_fraction"]
@@ -238,7 +238,7 @@ def test_play_a_near_zero_policy_stands_the_requested_time(adr_clipped, capsys):
 
 
 def test_parity_failure_refuses_and_leaves_nothing(exported, tmp_path, capsys, monkeypatch):
-  from mjxgap import export
+  from mjxgap.deploy import export
 
   run, _ = exported
   monkeypatch.setattr(export, "PARITY_ATOL", -1.0)  # no graph can meet this
@@ -290,7 +290,7 @@ def test_checkpoint_of_another_format_version_one_line(exported, tmp_path, capsy
 def test_runtime_imports_neither_mjxgap_nor_jax():
   import ast
 
-  from mjxgap import runtime
+  from mjxgap.deploy import runtime
 
   tree = ast.parse(open(runtime.__file__).read())
   modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -303,8 +303,8 @@ def test_observation_from_policy_json_equals_the_training_observation(exported, 
   readings only) equals what the env fed the actor, and so does the ONNX action."""
   import jax
 
-  from mjxgap import runtime
-  from mjxgap.tasks import make_env
+  from mjxgap.deploy import runtime
+  from mjxgap.runs.factory import make_env
 
   _, out = exported
   env = make_env("stand", builtin_robot, {"zero_command_prob": 0.0,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mjxgap.tasks import make_env
+from mjxgap.runs.factory import make_env
 
 from conftest import G1, needs_shared
 

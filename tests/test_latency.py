@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mjxgap import latency
-from mjxgap._mjx import mjx
+from mjxgap.sim import latency
+from mjxgap.process import mjx
 from mjxgap.cli import main
-from mjxgap.randomization import DomainRandomization
-from mjxgap.tasks import make_env
+from mjxgap.sim.randomization import DomainRandomization
+from mjxgap.runs.factory import make_env
 
 
 def _physics_rate_sequence(delays, n_substeps=5):
@@ -172,7 +172,7 @@ def test_jitter_and_a_long_observation_delay_against_bare_physics(builtin_robot)
 def test_adr_pinned_delay_against_bare_physics(builtin_robot):
   """An ADR evaluator pinned at the action delay's high bound (28 ms of a 0-40 ms envelope)
   acts exactly 28 ms late: two control steps against bare mjx.step."""
-  from mjxgap.randomization import with_adr
+  from mjxgap.sim.randomization import with_adr
 
   dr = with_adr(DomainRandomization(action_delay_ms=(0.0, 40.0)),
                 {"params": {"action_delay_ms": {"delta": 4.0}}}, "test")
@@ -314,7 +314,7 @@ def test_bad_randomization_file_one_line_exit_2(tmp_path, capsys, spec, needle):
 
 def test_randomization_file_on_a_preset_base(tmp_path):
   """`base` starts from a preset; the file's fields replace the preset's, `params` included."""
-  from mjxgap.randomization import load_spec, preset
+  from mjxgap.sim.randomization import load_spec, preset
 
   path = tmp_path / "dr.json"
   path.write_text(json.dumps({"base": "nominal_dr", "push_velocity_mps": [0.1, 0.5],

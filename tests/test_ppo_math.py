@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mjxgap.ppo import counter, losses, networks
-from mjxgap.ppo import normalizer as norm
+from mjxgap.agent import counter, losses, networks
+from mjxgap.agent import normalizer as norm
 
 
 def _gae_forward_sums(r, v, next_v, done, trunc, gamma, lam):
@@ -201,8 +201,8 @@ _TWO_DEVICES = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     import mjxgap
     from jax.sharding import NamedSharding, PartitionSpec as P
-    from mjxgap.ppo import losses, networks
-    from mjxgap.ppo import normalizer as norm
+    from mjxgap.agent import losses, networks
+    from mjxgap.agent import normalizer as norm
     assert jax.device_count() == 2
     actor, critic = networks.make_actor(3, (16, 16), "elu"), networks.make_critic((16,), "tanh")
     k = jax.random.split(jax.random.PRNGKey(0), 8)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mjxgap._mjx import mjx
+from mjxgap.process import mjx
 from mjxgap.errors import UserError
-from mjxgap.randomization import ParamSpec, Randomizer, nominal_dr, wide_dr
-from mjxgap.tasks import make_env
-from mjxgap.wrappers import AutoReset
+from mjxgap.sim.randomization import ParamSpec, Randomizer, nominal_dr, wide_dr
+from mjxgap.runs.factory import make_env
+from mjxgap.env.wrappers import AutoReset
 
 N = 8
 

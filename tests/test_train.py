@@ -18,10 +18,11 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from mjxgap.cli import main
-from mjxgap.ppo import checkpoint, counter
-from mjxgap.ppo.config import PPOConfig
-from mjxgap.ppo.run import load_config, make_trainer
-from mjxgap.ppo.trainer import AXIS, Trainer
+from mjxgap.agent import counter
+from mjxgap.runs import checkpoint
+from mjxgap.agent.config import PPOConfig
+from mjxgap.runs.training import load_config, make_trainer
+from mjxgap.agent.trainer import AXIS, Trainer
 
 from cli_helper import run_cli as _cli
 from toy_env import PointToTarget
@@ -238,9 +239,9 @@ def test_resume_takes_a_moved_dr_file_and_extends_the_linear_rate_smoothly(linea
 def test_fingerprints_follow_contents_not_names(tmp_path):
   """An actuator network folder (and a randomization file) is identified by its files'
   contents: a copy elsewhere matches, an edited weight does not."""
-  from mjxgap import actuators
-  from mjxgap.ppo.config import TrainConfig
-  from mjxgap.ppo.run import fingerprints
+  from mjxgap.sim.actuators import models as actuators
+  from mjxgap.runs.config import TrainConfig
+  from mjxgap.runs.training import fingerprints
 
   spec = actuators.NetSpec(lags_ms=(0.0,), joints=("knee",), pos_error_scale=(1.0,),
                            velocity_scale=(1.0,), torque_scale=(1.0,), hidden=(2,))
@@ -345,8 +346,8 @@ def test_two_forced_cpu_devices_train(tmp_path):
   assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
   assert all(np.isfinite(r["policy_loss"]) for r in rows)
   assert rows[-1]["adr/kp/high"] > 1.0 and rows[-1]["adr/kp/low"] < 1.0
-  code = ("import jax, json, sys; import mjxgap; from mjxgap.ppo import checkpoint;"
-          "from mjxgap.ppo.run import load_config, make_trainer; r = sys.argv[1];"
+  code = ("import jax, json, sys; import mjxgap; from mjxgap.runs import checkpoint;"
+          "from mjxgap.runs.training import load_config, make_trainer; r = sys.argv[1];"
           "t = make_trainer(load_config(__import__('pathlib').Path(r)));"
           "print(json.dumps([t.num_devices, checkpoint.steps(r)]))")
   q = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], env=env,
@@ -512,8 +513,8 @@ _TOY_ON_DEVICES = textwrap.dedent("""
     import mjxgap
     sys.path.insert(0, sys.argv[1])
     from toy_env import PointToTarget
-    from mjxgap.ppo.config import PPOConfig
-    from mjxgap.ppo.trainer import Trainer
+    from mjxgap.agent.config import PPOConfig
+    from mjxgap.agent.trainer import Trainer
     assert jax.device_count() == 2
     config = PPOConfig(num_envs=16, unroll_length=8, num_minibatches=1, num_epochs=2,
                        actor_hidden=(16,), critic_hidden=(16,), learning_rate=3e-3)

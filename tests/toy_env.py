@@ -76,7 +76,7 @@ class LambdaTask(PointToTarget):
     self.adr = adr_config
 
   def reset(self, rng, adr=None):
-    from mjxgap import adr as adr_lib
+    from mjxgap.sim import adr as adr_lib
 
     state = super().reset(rng)
     if adr is None:

@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mjxgap.actuators import NetSpec, net_apply, nets_apply
+from mjxgap.sim.actuators.models import NetSpec, net_apply, nets_apply
 from mjxgap.errors import UserError
-from mjxgap.motor_logs import MotorLog
+from mjxgap.sim.actuators.logs import MotorLog
 from mjxgap.robot import Robot
 
 SPLITS = (0.70, 0.85)  # train | validation | held out, by time

@@ -181,8 +181,8 @@ def _train_config(args):
   """The resolved config: preset (or the saved run on --resume), then flags, then --set."""
   import dataclasses
 
-  from mjxgap.ppo import config as ppo_config
-  from mjxgap.ppo.run import load_config
+  from mjxgap.agent import config as ppo_config
+  from mjxgap.runs.training import load_config
 
   if args.resume:
     config = load_config(pathlib.Path(args.out), validate=False)  # its --dr file may have moved
@@ -215,19 +215,19 @@ def run(argv: list[str] | None = None) -> int:
 
     print(json.dumps(load_robot(args.robot).summary(), indent=2))
   elif args.command == "tasks":
-    from mjxgap.tasks import task_names
+    from mjxgap.runs.factory import task_names
 
     print("\n".join(task_names()))
   elif args.command == "rollout":
-    from mjxgap.jax_setup import enable_compilation_cache
-    from mjxgap.rollout import random_rollout
+    from mjxgap.process import enable_compilation_cache
+    from mjxgap.evaluation.rollout import random_rollout
 
     enable_compilation_cache()
     _emit(random_rollout(args.robot, args.task, args.num_envs, args.seconds, args.action_std,
                          args.seed, args.dr, args.actuator or "pd"), args.out)
   elif args.command == "train":
-    from mjxgap.jax_setup import enable_compilation_cache
-    from mjxgap.ppo.run import train
+    from mjxgap.process import enable_compilation_cache
+    from mjxgap.runs.training import train
 
     if args.resume and not args.out:
       raise UserError("train --resume needs --out RUN, the run folder to continue")
@@ -240,31 +240,31 @@ def run(argv: list[str] | None = None) -> int:
     print(json.dumps(train(config, args.out, resume=args.resume, progress=not args.no_progress,
                            on_ready=announce)))
   elif args.command == "eval":
-    from mjxgap.jax_setup import enable_compilation_cache
-    from mjxgap.ppo.evaluate import evaluate
+    from mjxgap.process import enable_compilation_cache
+    from mjxgap.evaluation.evaluate import evaluate
 
     enable_compilation_cache()
     _emit(evaluate(args.run, args.episodes, args.seed, args.policy, args.dr, args.step,
                    args.actuator), args.out)
   elif args.command == "bench" and args.bench_command == "train":
-    from mjxgap.bench import bench_train
+    from mjxgap.evaluation.bench import bench_train
 
     _emit(bench_train(args.robot, args.task, args.num_envs, args.iterations, args.preset,
                       args.dr, args.seed, args.actuator or "pd"), args.out)
   elif args.command == "bench" and args.bench_command == "env":
-    from mjxgap.bench import bench_env
+    from mjxgap.evaluation.bench import bench_env
 
     # No persistent compilation cache here: `compile_s` must be a real compile.
     _emit(bench_env(args.robot, args.task, args.num_envs, args.steps, args.repeats, args.seed,
                     args.dr, args.actuator or "pd"), args.out)
   elif args.command == "export":
-    from mjxgap.export import export
-    from mjxgap.jax_setup import enable_compilation_cache
+    from mjxgap.deploy.export import export
+    from mjxgap.process import enable_compilation_cache
 
     enable_compilation_cache()
     _emit(export(args.run, args.out, args.step), None)
   elif args.command == "play":
-    from mjxgap.play import play
+    from mjxgap.deploy.play import play
 
     try:
       command = [float(x) for x in args.velocity_command.split(",")]
@@ -275,12 +275,12 @@ def run(argv: list[str] | None = None) -> int:
                       f"{args.velocity_command!r}")
     _emit(play(args.policy, args.robot, args.seconds, command, video=args.video), args.out)
   elif args.command == "actuator" and args.actuator_command == "synth":
-    from mjxgap.actuator_cli import synth
+    from mjxgap.cli.actuator import synth
 
     _emit(synth(args.robot, args.out, args.seconds, args.rate_hz, args.delay_ms, args.seed),
           None)
   elif args.command == "actuator" and args.actuator_command == "fit":
-    from mjxgap.actuator_cli import fit
+    from mjxgap.cli.actuator import fit
 
     _emit(fit(args.logs, args.robot, args.out, args.lags_ms, args.hidden, args.max_epochs,
               args.rate_tolerance, args.seed), None)

@@ -5,7 +5,7 @@ long run in float32 keeps its precision (no sum of squares that grows with the s
 `jax_enable_x64` and `init(size, jnp.float64)` the same code runs in float64.
 
 The number of observations seen is exact and cannot wrap: it is an int32 (high, low) pair
-(`mjxgap.ppo.counter`, exact to 2**61) in every mode, where a plain int32 would wrap after
+(`mjxgap.agent.counter`, exact to 2**61) in every mode, where a plain int32 would wrap after
 2**31 observations - some 13k iterations of the `gpu` preset - and turn the merge weights
 negative. The merge weights use it as a float of the mean's dtype (relative error 6e-8 in
 float32, far below the statistics' own noise).
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from mjxgap.ppo import counter
+from mjxgap.agent import counter
 
 
 class RunningStats(NamedTuple):

@@ -26,8 +26,8 @@ def _numbers(text: str | None, what: str, cast=float) -> tuple | None:
 def synth(robot: str, out: str, seconds: float, rate_hz: float, delay_ms: float,
           seed: int) -> dict:
   """Writes synthetic logs of `robot` on the test stand; returns what was written."""
-  from mjxgap import motor_logs
-  from mjxgap.reference_motor import ReferenceMotor, SynthConfig, synthesize
+  from mjxgap.sim.actuators import logs as motor_logs
+  from mjxgap.sim.actuators.reference import ReferenceMotor, SynthConfig, synthesize
   from mjxgap.robot import load_robot
 
   if not delay_ms >= 0:
@@ -51,9 +51,10 @@ def fit(logs: str, robot: str, out: str, lags_ms: str | None, hidden: str | None
         max_epochs: int | None, rate_tolerance: float, seed: int) -> dict:
   """Fits the networks and writes `OUT/actuator_net.{json,npz}`, `OUT/report.json` and
   `OUT/fit.png` into a temporary folder renamed at the end: a failure leaves nothing."""
-  from mjxgap import __version__, motor_logs
-  from mjxgap.actuator_fit import FitConfig, fit as fit_net, plot
-  from mjxgap.actuators import save_net
+  from mjxgap import __version__
+  from mjxgap.sim.actuators import logs as motor_logs
+  from mjxgap.sim.actuators.fit import FitConfig, fit as fit_net, plot
+  from mjxgap.sim.actuators.models import save_net
   from mjxgap.files import folder_atomic
   from mjxgap.robot import load_robot
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from mjxgap.adr import ADRConfig, ADRParam
+from mjxgap.sim.adr import ADRConfig, ADRParam
 from mjxgap.errors import UserError
 from mjxgap.robot import Robot
 

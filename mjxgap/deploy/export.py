@@ -24,7 +24,7 @@ from mjxgap.errors import UserError
 OPSET = 17  # onnxruntime 1.32 runs opsets 7-23; 17 is what robot runtimes widely accept
 IR_VERSION = 8
 PARITY_ATOL = 1e-5
-OBS_CLIP = 10.0  # the normaliser's clip (mjxgap.ppo.normalizer.normalize)
+OBS_CLIP = 10.0  # the normaliser's clip (mjxgap.agent.normalizer.normalize)
 OBS_EPS = 1e-6
 
 
@@ -41,7 +41,7 @@ class ExportedPolicy:
 
 
 def from_train_state(params, obs_stats, ppo_config) -> ExportedPolicy:
-  from mjxgap.ppo import normalizer
+  from mjxgap.agent import normalizer
 
   p = params["actor"]["params"]
   hidden = sorted((k for k in p if k.startswith("hidden_")), key=lambda k: int(k.split("_")[1]))
@@ -226,8 +226,8 @@ def _recorded_observations(trainer, act, count: int, seed: int) -> np.ndarray:
 def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | None = None,
            samples: int = 1000, seed: int = 0) -> dict:
   from mjxgap.files import folder_atomic, write_atomic, write_npz_atomic
-  from mjxgap.ppo import checkpoint
-  from mjxgap.ppo.run import load_config, make_trainer
+  from mjxgap.runs import checkpoint
+  from mjxgap.runs.training import load_config, make_trainer
 
   run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):

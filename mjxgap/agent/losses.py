@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from mjxgap.ppo import networks
+from mjxgap.agent import networks
 
 
 def gae(rewards: jax.Array, values: jax.Array, next_values: jax.Array, dones: jax.Array,

@@ -14,10 +14,10 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from mjxgap import actuators
-from mjxgap._mjx import mjx
+from mjxgap.sim.actuators import models as actuators
+from mjxgap.process import mjx
 from mjxgap.errors import UserError
-from mjxgap.motor_logs import MotorLog
+from mjxgap.sim.actuators.logs import MotorLog
 from mjxgap.robot import Robot
 
 

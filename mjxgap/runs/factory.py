@@ -6,8 +6,9 @@ import dataclasses
 from typing import Any, Mapping
 
 from mjxgap.errors import UserError
-from mjxgap.locomotion import LocomotionEnv, TaskConfig
-from mjxgap.randomization import DomainRandomization, preset
+from mjxgap.env.locomotion import LocomotionEnv
+from mjxgap.env.task import TaskConfig
+from mjxgap.sim.randomization import DomainRandomization, preset
 from mjxgap.robot import Robot
 
 
@@ -38,6 +39,6 @@ def make_env(task: str, robot: Robot, overrides: Mapping[str, Any] | None = None
              randomization: str | DomainRandomization = "none",
              actuator: str = "pd") -> LocomotionEnv:
   """The task's env; `randomization` is a preset name, a .json file, or a DomainRandomization;
-  `actuator` is `pd`, `dcmotor` or `net:DIR` (`mjxgap.actuators`)."""
+  `actuator` is `pd`, `dcmotor` or `net:DIR` (`mjxgap.sim.actuators.models`)."""
   dr = preset(randomization) if isinstance(randomization, str) else randomization
   return LocomotionEnv(robot, task_config(task, overrides), dr, actuator)

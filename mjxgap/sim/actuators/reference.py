@@ -17,7 +17,7 @@ import dataclasses
 import mujoco
 import numpy as np
 
-from mjxgap.actuators import torque_speed_limits
+from mjxgap.sim.actuators.models import torque_speed_limits
 from mjxgap.robot import Robot
 
 
@@ -82,7 +82,7 @@ def targets(robot: Robot, config: SynthConfig, rng: np.random.Generator) -> np.n
 
 
 def synthesize(robot: Robot, config: SynthConfig = SynthConfig()) -> dict[str, np.ndarray]:
-  """Log columns (see `mjxgap.motor_logs`) of every actuated joint on the test stand."""
+  """Log columns (see `mjxgap.sim.actuators.logs`) of every actuated joint on the test stand."""
   rng = np.random.default_rng(config.seed)
   motor = config.motor
   m = copy.deepcopy(robot.mj_model)

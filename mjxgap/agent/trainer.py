@@ -5,7 +5,7 @@
 gradients, advantage and normaliser statistics are averaged over the mesh, so parameters and
 optimiser state stay identical (replicated) everywhere. The env is any Brax `Env` whose
 observation is a dict with the actor's `"state"` and the critic's `"privileged_state"`, wrapped in
-`mjxgap.wrappers.AutoReset`.
+`mjxgap.env.wrappers.AutoReset`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from mjxgap import adr as adr_lib
+from mjxgap.sim import adr as adr_lib
 from mjxgap.errors import UserError
-from mjxgap.ppo import counter, losses, networks
-from mjxgap.ppo import normalizer as norm
-from mjxgap.ppo.config import PPOConfig
-from mjxgap.wrappers import AutoReset
+from mjxgap.agent import counter, losses, networks
+from mjxgap.agent import normalizer as norm
+from mjxgap.agent.config import PPOConfig
+from mjxgap.env.wrappers import AutoReset
 
 AXIS = "data"
 

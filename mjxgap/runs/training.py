@@ -23,9 +23,9 @@ import numpy as np
 
 from mjxgap.errors import UserError
 from mjxgap.files import write_atomic, write_figure_atomic
-from mjxgap.ppo import checkpoint
-from mjxgap.ppo.config import TrainConfig, from_dict
-from mjxgap.ppo.trainer import Trainer
+from mjxgap.runs import checkpoint
+from mjxgap.runs.config import TrainConfig, from_dict
+from mjxgap.agent.trainer import Trainer
 
 # Fields a resumed run cannot change: they define the env, the shapes of the saved state, what
 # the network has learned to see, or what the counters and the schedule in the state mean
@@ -72,8 +72,8 @@ def fingerprints(config: TrainConfig) -> dict[str, str]:
   """What `dr` and `actuator` stand for: a preset or option string as is; a randomization file
   or an actuator network folder by the SHA-256 of its contents, so a moved copy is the same
   input and an edited file is not. Stored in every checkpoint's metadata."""
-  from mjxgap import actuators
-  from mjxgap.randomization import PRESETS
+  from mjxgap.sim.actuators import models as actuators
+  from mjxgap.sim.randomization import PRESETS
 
   dr = config.dr if config.dr in PRESETS else _sha256([pathlib.Path(config.dr)])
   kind, arg = actuators.parse(config.actuator)
@@ -105,7 +105,7 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
 
 def make_trainer(config: TrainConfig) -> Trainer:
   from mjxgap.robot import load_robot
-  from mjxgap.tasks import make_env
+  from mjxgap.runs.factory import make_env
 
   env = make_env(config.task, load_robot(config.robot), config.task_overrides, config.dr,
                  config.actuator)

@@ -13,7 +13,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from mjxgap.rewards import StepQuantities
+from mjxgap.env.quantities import StepQuantities
 
 
 @dataclasses.dataclass(frozen=True)

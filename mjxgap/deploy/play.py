@@ -1,6 +1,6 @@
 """`mjxgap play`: an exported policy driving the robot in native MuJoCo (C), not MJX.
 
-The observation comes from `mjxgap.runtime`, which reads only `policy.json`; the robot's
+The observation comes from `mjxgap.deploy.runtime`, which reads only `policy.json`; the robot's
 position actuators get `default + scale * action` every control period. A policy that stands
 here as it stood in MJX has crossed the first gap (MJX -> MuJoCo) with a complete sidecar.
 """
@@ -15,7 +15,7 @@ import mujoco
 import numpy as np
 
 from mjxgap.errors import UserError
-from mjxgap.runtime import Policy, rotate_inverse
+from mjxgap.deploy.runtime import Policy, rotate_inverse
 
 
 def _load(folder: pathlib.Path) -> Policy:

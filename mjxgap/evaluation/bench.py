@@ -7,10 +7,10 @@ import time
 import jax
 import jax.numpy as jnp
 
-from mjxgap._mjx import mjx
+from mjxgap.process import mjx
 from mjxgap.robot import load_robot
-from mjxgap.tasks import make_env
-from mjxgap.wrappers import AutoReset
+from mjxgap.runs.factory import make_env
+from mjxgap.env.wrappers import AutoReset
 
 
 def _time_best(fn, arg, repeats: int) -> float:
@@ -100,8 +100,8 @@ def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256
   """
   import dataclasses
 
-  from mjxgap.ppo import config as ppo_config
-  from mjxgap.ppo.run import make_trainer
+  from mjxgap.agent import config as ppo_config
+  from mjxgap.runs.training import make_trainer
 
   base = ppo_config.preset(preset)
   config = dataclasses.replace(base, robot=robot, task=task, dr=randomization, seed=seed,

@@ -20,7 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from mjxgap.errors import UserError
-from mjxgap.ppo import counter
+from mjxgap.agent import counter
 
 FORMAT_VERSION = 2  # 2: int32-pair counters, the learning-rate schedule, input fingerprints
 logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's info chatter ("read only", ...)

@@ -1,4 +1,4 @@
-"""Typed training configuration: PPO hyperparameters, the run around them, presets, overrides.
+"""Typed run configuration: what to train, the learner (`PPOConfig`), presets, overrides.
 
 A run is fully described by one `TrainConfig`, written as `config.json`; `--set a.b=value` on the
 command line overrides any field, parsed to that field's type.
@@ -12,59 +12,8 @@ import math
 import typing
 from typing import Any, Mapping
 
+from mjxgap.agent.config import PPOConfig
 from mjxgap.errors import UserError
-
-
-@dataclasses.dataclass(frozen=True)
-class PPOConfig:
-  """The learner: rollout shape, PPO objective, optimiser and networks."""
-
-  num_envs: int = 256
-  unroll_length: int = 20  # control steps per env per iteration
-  num_minibatches: int = 8
-  num_epochs: int = 4
-  discount: float = 0.97
-  gae_lambda: float = 0.95
-  clip_epsilon: float = 0.2
-  value_clip_epsilon: float = 0.0  # 0: no value clipping
-  value_cost: float = 0.5
-  entropy_cost: float = 0.005
-  learning_rate: float = 3e-4
-  lr_schedule: str = "constant"  # constant | linear (to 0 at total_steps)
-  max_grad_norm: float = 1.0
-  normalize_advantages: bool = True
-  normalize_observations: bool = True
-  reward_scaling: float = 1.0
-  actor_hidden: tuple[int, ...] = (256, 128, 64)
-  critic_hidden: tuple[int, ...] = (256, 128, 64)
-  activation: str = "elu"  # elu | tanh | relu | swish
-  init_noise_std: float = 0.5
-  action_clip: float = 1.0  # actions sent to the env (and deployed) are clipped to +-this
-
-  def validate(self) -> None:
-    for name in ("num_envs", "unroll_length", "num_minibatches", "num_epochs"):
-      if getattr(self, name) < 1:
-        raise UserError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
-    for name in ("discount", "gae_lambda"):
-      if not 0.0 <= getattr(self, name) <= 1.0:
-        raise UserError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
-    for name in ("clip_epsilon", "learning_rate", "max_grad_norm", "reward_scaling",
-                 "init_noise_std", "action_clip"):
-      if not getattr(self, name) > 0:
-        raise UserError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
-    for name in ("value_clip_epsilon", "value_cost", "entropy_cost"):
-      if not getattr(self, name) >= 0:
-        raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
-    if self.lr_schedule not in ("constant", "linear"):
-      raise UserError(f"ppo.lr_schedule must be constant or linear, got {self.lr_schedule!r}")
-    if self.activation not in ("elu", "tanh", "relu", "swish"):
-      raise UserError(f"ppo.activation must be elu, tanh, relu or swish, got {self.activation!r}")
-    for name in ("actor_hidden", "critic_hidden"):
-      if not getattr(self, name) or min(getattr(self, name)) < 1:
-        raise UserError(f"ppo.{name} must be a non-empty list of positive layer sizes")
-    if (self.num_envs * self.unroll_length) % self.num_minibatches:
-      raise UserError(f"ppo.num_envs x ppo.unroll_length ({self.num_envs * self.unroll_length}) "
-                      f"must be divisible by ppo.num_minibatches ({self.num_minibatches})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +23,7 @@ class TrainConfig:
   robot: str = "builtin"
   task: str = "stand"
   dr: str = "none"  # randomization preset or .json spec
-  actuator: str = "pd"  # pd | dcmotor[:options] | net:DIR (mjxgap.actuators)
+  actuator: str = "pd"  # pd | dcmotor[:options] | net:DIR (mjxgap.sim.actuators.models)
   seed: int = 0
   total_steps: int = 1_000_000  # env steps (control steps summed over envs)
   task_overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -92,12 +41,12 @@ class TrainConfig:
     if not self.time_limit_s >= 0:
       raise UserError(f"time_limit_s must be >= 0, got {self.time_limit_s}")
     self.ppo.validate()
-    from mjxgap.randomization import preset as randomization
-    from mjxgap.tasks import task_config
+    from mjxgap.sim.randomization import preset as randomization
+    from mjxgap.runs.factory import task_config
 
     task_config(self.task, self.task_overrides)
     randomization(self.dr).validate()
-    from mjxgap import actuators
+    from mjxgap.sim.actuators import models as actuators
 
     kind, arg = actuators.parse(self.actuator)
     if kind == "net":
@@ -179,7 +128,7 @@ def _field_types(cls) -> dict[str, Any]:
 
 def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
   """Applies `field=value` / `ppo.field=value` / `task.field=value` assignments."""
-  from mjxgap.locomotion import TaskConfig
+  from mjxgap.env.task import TaskConfig
 
   for assignment in assignments:
     key, sep, text = assignment.partition("=")

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjxgap.robot import load_robot
-from mjxgap.tasks import make_env
-from mjxgap.wrappers import AutoReset
+from mjxgap.runs.factory import make_env
+from mjxgap.env.wrappers import AutoReset
 
 
 def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 64,

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjxgap.errors import UserError
-from mjxgap.ppo import checkpoint
-from mjxgap.ppo.run import load_config, make_trainer
+from mjxgap.runs import checkpoint
+from mjxgap.runs.training import load_config, make_trainer
 
 
 def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_003,

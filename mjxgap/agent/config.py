@@ -1,0 +1,59 @@
+"""The learner's configuration: rollout shape, PPO objective, optimiser and networks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mjxgap.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+  """The learner: rollout shape, PPO objective, optimiser and networks."""
+
+  num_envs: int = 256
+  unroll_length: int = 20  # control steps per env per iteration
+  num_minibatches: int = 8
+  num_epochs: int = 4
+  discount: float = 0.97
+  gae_lambda: float = 0.95
+  clip_epsilon: float = 0.2
+  value_clip_epsilon: float = 0.0  # 0: no value clipping
+  value_cost: float = 0.5
+  entropy_cost: float = 0.005
+  learning_rate: float = 3e-4
+  lr_schedule: str = "constant"  # constant | linear (to 0 at total_steps)
+  max_grad_norm: float = 1.0
+  normalize_advantages: bool = True
+  normalize_observations: bool = True
+  reward_scaling: float = 1.0
+  actor_hidden: tuple[int, ...] = (256, 128, 64)
+  critic_hidden: tuple[int, ...] = (256, 128, 64)
+  activation: str = "elu"  # elu | tanh | relu | swish
+  init_noise_std: float = 0.5
+  action_clip: float = 1.0  # actions sent to the env (and deployed) are clipped to +-this
+
+  def validate(self) -> None:
+    for name in ("num_envs", "unroll_length", "num_minibatches", "num_epochs"):
+      if getattr(self, name) < 1:
+        raise UserError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
+    for name in ("discount", "gae_lambda"):
+      if not 0.0 <= getattr(self, name) <= 1.0:
+        raise UserError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
+    for name in ("clip_epsilon", "learning_rate", "max_grad_norm", "reward_scaling",
+                 "init_noise_std", "action_clip"):
+      if not getattr(self, name) > 0:
+        raise UserError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
+    for name in ("value_clip_epsilon", "value_cost", "entropy_cost"):
+      if not getattr(self, name) >= 0:
+        raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
+    if self.lr_schedule not in ("constant", "linear"):
+      raise UserError(f"ppo.lr_schedule must be constant or linear, got {self.lr_schedule!r}")
+    if self.activation not in ("elu", "tanh", "relu", "swish"):
+      raise UserError(f"ppo.activation must be elu, tanh, relu or swish, got {self.activation!r}")
+    for name in ("actor_hidden", "critic_hidden"):
+      if not getattr(self, name) or min(getattr(self, name)) < 1:
+        raise UserError(f"ppo.{name} must be a non-empty list of positive layer sizes")
+    if (self.num_envs * self.unroll_length) % self.num_minibatches:
+      raise UserError(f"ppo.num_envs x ppo.unroll_length ({self.num_envs * self.unroll_length}) "
+                      f"must be divisible by ppo.num_minibatches ({self.num_minibatches})")

@@ -1,0 +1,71 @@
+"""What a task is: a `TaskConfig` of timing, action mapping, termination, commands, observation
+terms and reward weights. Task files (`mjxgap_envs`) hold one each."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import numpy as np
+
+from mjxgap.env import observations as obs_lib
+from mjxgap.env import rewards as rew_lib
+from mjxgap.errors import UserError
+
+PERFORMANCE_MEASURES = ("survival", "tracking")
+ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action", "command")
+CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskConfig:
+  """What a task is: timing, action mapping, termination, commands, observations, rewards."""
+
+  name: str = "task"
+  ctrl_dt: float = 0.02  # s
+  episode_length_s: float = 20.0
+  action_scale_rad: float = 0.5
+  init_joint_noise_rad: float = 0.05
+  fall_height_fraction: float = 0.6  # of the default base height
+  max_tilt_rad: float = 1.0
+  contact_threshold_m: float = 0.005
+  tracking_sigma: float = 0.25
+  # (low, high) for forward m/s, lateral m/s, yaw rad/s; all zero for standing tasks
+  command_ranges: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
+  command_resample_s: float = 0.0  # 0: one command per episode
+  zero_command_prob: float = 0.0
+  actor_obs: tuple[str, ...] = ACTOR_OBS
+  critic_obs: tuple[str, ...] = CRITIC_OBS
+  rewards: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  # One number per episode that ADR's thresholds apply to: "survival" = 1 if the episode
+  # reached its time limit, else 0; "tracking" = 1 if it also kept the mean horizontal
+  # velocity-tracking error (|command - base velocity|, m/s) below `tracking_error_bound_mps`.
+  performance: str = "survival"
+  tracking_error_bound_mps: float = 0.3
+
+  def validate(self) -> None:
+    for field in ("ctrl_dt", "episode_length_s", "action_scale_rad", "fall_height_fraction",
+                  "max_tilt_rad", "tracking_sigma", "tracking_error_bound_mps"):
+      if not float(getattr(self, field)) > 0:
+        raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
+    for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s"):
+      if not float(getattr(self, field)) >= 0:
+        raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
+    if self.performance not in PERFORMANCE_MEASURES:
+      raise UserError(f"task {self.name}: performance must be one of {PERFORMANCE_MEASURES}, "
+                      f"got {self.performance!r}")
+    if not 0 <= self.zero_command_prob <= 1:
+      raise UserError(f"task {self.name}: zero_command_prob must be in [0, 1]")
+    if len(self.command_ranges) != 3 or any(lo > hi for lo, hi in self.command_ranges):
+      raise UserError(f"task {self.name}: command_ranges must be three (low, high) pairs with "
+                      f"low <= high, got {self.command_ranges}")
+    for t in self.actor_obs + self.critic_obs:
+      if t not in obs_lib.OBSERVATION_TERMS:
+        raise UserError(f"task {self.name}: unknown observation term {t!r}; known: "
+                        f"{', '.join(obs_lib.OBSERVATION_TERMS)}")
+    for r, w in self.rewards.items():
+      if r not in rew_lib.REWARD_TERMS:
+        raise UserError(f"task {self.name}: unknown reward term {r!r}; known: "
+                        f"{', '.join(rew_lib.REWARD_TERMS)}")
+      if not np.isfinite(w):
+        raise UserError(f"task {self.name}: reward weight of {r!r} must be finite, got {w}")

@@ -1,1 +1,0 @@
-"""PPO for the locomotion envs: config, networks, losses, the jitted iteration, checkpoints, runs."""
