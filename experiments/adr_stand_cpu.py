@@ -26,7 +26,7 @@ from common import keep, mjxgap, provenance, read_metrics
 def write_envelope(path: pathlib.Path) -> None:
   """The `adr` preset's randomization with the curriculum taken out: every ADR item drawn
   from its hard limits, every other item as in `adr` - the fixed-range twin for timing."""
-  from mjxgap.sim.randomization import default_adr
+  from mjxgap.sim.presets import default_adr
 
   dr = dataclasses.replace(default_adr(), adr=None)
   spec = {k: v for k, v in dataclasses.asdict(dr).items() if k != "adr"}
@@ -37,7 +37,7 @@ def write_envelope(path: pathlib.Path) -> None:
 def write_adr_at_envelope(path: pathlib.Path) -> None:
   """The `adr` preset with every curriculum range starting at its hard limits: the same
   ranges as the envelope, so the two timed runs differ only by the curriculum's work."""
-  from mjxgap.sim.randomization import DEFAULT_ADR
+  from mjxgap.sim.presets import DEFAULT_ADR
 
   params = {k: {**v, "init_low": v["hard_low"], "init_high": v["hard_high"]}
             for k, v in DEFAULT_ADR.items()}

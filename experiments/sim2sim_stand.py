@@ -26,8 +26,10 @@ def mjx_trajectory(run: pathlib.Path, seconds: float):
   import jax
   import numpy as np
 
+  from mjxgap.env import vector
   from mjxgap.runs import checkpoint
-  from mjxgap.runs.training import load_config, make_trainer
+  from mjxgap.runs.factory import env_for, make_trainer
+  from mjxgap.runs.resume import load_config
 
   config = load_config(run)
   trainer = make_trainer(config)
@@ -35,17 +37,15 @@ def mjx_trajectory(run: pathlib.Path, seconds: float):
   act = trainer.policy_fn(state.params, state.obs_stats)
   nominal = dataclasses.replace(config, dr="none", task_overrides={
       **config.task_overrides, "init_joint_noise_rad": 0.0})
-  env = make_trainer(nominal).env.env
+  env = env_for(nominal)
   steps = int(round(seconds / env.dt))
 
-  def body(s, _):
-    nxt = env.step(s, act(s.obs["state"]))
-    return nxt, nxt.pipeline_state.qpos[env.robot.qpos_adr]
+  def run_fn(key):  # one env from `key`, as a batch of one
+    return vector.rollout(env, jax.vmap(env.reset)(key[None]), lambda s, _: act(s.obs["state"]),
+                          steps, record=lambda _, nxt, __: nxt.pipeline_state.qpos[0])[1]
 
-  def run_fn(key):
-    return jax.lax.scan(body, env.reset(key), None, length=steps)[1]
-
-  return np.asarray(jax.jit(run_fn)(jax.random.PRNGKey(0))), env.n_substeps
+  q = np.asarray(jax.jit(run_fn)(jax.random.PRNGKey(0)))
+  return q[:, env.robot.qpos_adr], env.n_substeps
 
 
 def main() -> None:

@@ -1,11 +1,16 @@
 """What training and the robot must agree on, defined once for both sides of the deploy boundary.
 
 The observation normaliser's constants, the hidden-layer activations, the rotation of a world
-vector into the base frame and the fall test. Training (JAX) and the robot-side runtime (numpy,
-`mjxgap.deploy.runtime`) both call these functions, passing their array module as `xp`
-(`jax.numpy` or `numpy`). This module imports nothing, so the runtime stays free of JAX: copy it
-next to `runtime.py` onto a robot.
+vector into the base frame and the fall test. Training (JAX: the env, the normaliser, the
+networks) and the robot side (numpy: `mjxgap.deploy.runtime`, `mjxgap play`, the export's numpy
+forward pass) call these same functions, passing their array module as `xp` (`jax.numpy` or
+`numpy`), so the two sides cannot drift apart. This module imports nothing but the standard
+library, so the runtime stays free of JAX: copy it onto a robot next to `runtime.py`.
+`tests/test_contract.py` pins both array modules to independent references (MuJoCo's own
+quaternion rotation, Flax's activations, a numpy normaliser).
 """
+
+import math
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 OBS_EPS = 1e-6  # added to the variance before its square root
@@ -14,26 +19,36 @@ ACTIVATIONS = ("elu", "tanh", "relu", "swish")  # of every hidden layer; the las
 
 
 def activation(name: str, x, xp):
-  """The hidden-layer activation `name` of `x`."""
+  """The hidden-layer activation `name` of `x`.
+
+  Under JAX each has the value and the derivative of `jax.nn`'s (what Flax's `nn.elu` etc. are),
+  so training is unchanged by using these: elu and tanh are the same expressions; relu's
+  derivative at 0 is 0 and it propagates NaN, as `jax.nn.relu`'s; swish is x * sigmoid(x) with
+  a sigmoid that neither overflows nor has a NaN derivative for very negative x (equal to
+  `jax.nn.swish` to float32 rounding). ONNX's Elu, Tanh, Relu and Sigmoid * Mul compute the same.
+  """
   if name == "elu":
-    return xp.where(x > 0, x, xp.expm1(xp.minimum(x, 0)))
+    return xp.where(x > 0, x, xp.expm1(xp.where(x > 0, 0.0, x)))
   if name == "tanh":
     return xp.tanh(x)
   if name == "relu":
-    return xp.maximum(x, 0)
-  if name == "swish":  # x * sigmoid(x)
-    return x / (1 + xp.exp(-x))
+    # max(x, 0); the branch x <= 0 (or NaN) is max(x, 0) = 0 (or NaN) times 0: no derivative
+    return xp.where(x > 0, x, 0.0 * xp.maximum(x, 0.0))
+  if name == "swish":
+    e = xp.exp(xp.where(x >= 0, -x, x))  # exp(-|x|) <= 1
+    return x * xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
   raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
 
 
-def normalize(x, mean, std, xp):
-  """(x - mean) / std clipped to +-OBS_CLIP, with std = sqrt(variance + OBS_EPS)."""
-  return xp.clip((x - mean) / std, -OBS_CLIP, OBS_CLIP)
+def normalize(x, mean, std, xp, clip: float = OBS_CLIP):
+  """(x - mean) / std clipped to +-`clip`; `std` is sqrt(variance + OBS_EPS)."""
+  return xp.clip((x - mean) / std, -clip, clip)
 
 
 def rotate_inverse(quat_wxyz, v, xp):
   """World vector `v` expressed in the frame of a body with unit quaternion `quat_wxyz` (w, x,
-  y, z; body to world), i.e. R(q)^T v."""
+  y, z; body to world), i.e. R(q)^T v. The base-frame velocity and projected gravity of the
+  observation are this, in the env (jnp) and on the robot (np)."""
   w, u = quat_wxyz[0], -xp.asarray(quat_wxyz[1:])
   v = xp.asarray(v)
   t = 2.0 * xp.cross(u, v)
@@ -41,6 +56,12 @@ def rotate_inverse(quat_wxyz, v, xp):
 
 
 def fallen(height_m, projected_gravity_z, fall_height_m, max_tilt_rad, xp):
-  """The fall test: the base below `fall_height_m` above the floor, or tilted more than
-  `max_tilt_rad` (the base-frame gravity direction's z above -cos(max_tilt_rad))."""
-  return (height_m < fall_height_m) | (projected_gravity_z > -xp.cos(max_tilt_rad))
+  """The fall test, which ends an episode in training and a run in `mjxgap play`: the base
+  below `fall_height_m` above the floor, or tilted more than `max_tilt_rad` (the base-frame
+  gravity direction's z above -cos(max_tilt_rad)). A configured `max_tilt_rad` (a Python
+  number) has its cosine taken in float64 on both sides; an array one by `xp`."""
+  if isinstance(max_tilt_rad, (int, float)):
+    cos_max_tilt = math.cos(max_tilt_rad)
+  else:
+    cos_max_tilt = xp.cos(max_tilt_rad)
+  return (height_m < fall_height_m) | (projected_gravity_z > -cos_max_tilt)

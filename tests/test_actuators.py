@@ -11,6 +11,7 @@ import pytest
 
 from mjxgap.sim.actuators import logs as motor_logs
 from mjxgap.sim.actuators import models as actuators
+from mjxgap.sim.actuators import net as actuator_net
 from mjxgap.sim.actuators.fit import FitConfig, fit
 from mjxgap.sim.actuators.replay import replay, tracking_rmse
 from mjxgap.sim.actuators.reference import ReferenceMotor, SynthConfig, synthesize
@@ -51,7 +52,7 @@ def fitted(builtin_robot, logs, tmp_path_factory):
   log = motor_logs.load(path, builtin_robot.joint_names)
   spec, params, report, held_out = fit(log, builtin_robot, FitConfig(max_epochs=120, seed=0))
   folder = tmp_path_factory.mktemp("net")
-  actuators.save_net(folder, spec, params, {})
+  actuator_net.save_net(folder, spec, params, {})
   return log, report, held_out, folder
 
 
@@ -230,7 +231,8 @@ def test_randomized_gains_reach_torque_models_consistently(builtin_robot):
   """With a torque model, an episode's kp, kd and motor strength draws become the model's
   gains; the kd left inside MuJoCo (bias) is the same randomized kd the env adds back, and kp
   no longer touches the (unit) actuator gain."""
-  from mjxgap.sim.randomization import Randomizer, nominal_dr
+  from mjxgap.sim.physics import Randomizer
+  from mjxgap.sim.presets import nominal_dr
 
   robot = actuators.torque_actuated(builtin_robot)
   rnd = Randomizer(robot, nominal_dr(), torque_actuated=True)

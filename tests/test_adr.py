@@ -79,7 +79,7 @@ def test_evaluators_go_only_to_bounds_that_can_move():
   """In `--dr adr` both delays and the push magnitude have nominal 0 = their hard low: those
   three low bounds can never move, so no evaluator may be spent on them. The other 13 bounds
   share the evaluators equally (a hand-written list, not `movable_bounds`' own output)."""
-  from mjxgap.sim.randomization import default_adr
+  from mjxgap.sim.presets import default_adr
 
   config = default_adr().adr
   names = [p.name for p in config.params]

@@ -13,9 +13,12 @@ from mjxgap.cli import main
 from mjxgap.env.locomotion import LocomotionEnv
 from mjxgap.runs import checkpoint
 from mjxgap.agent.config import PPOConfig
-from mjxgap.runs.training import load_config, make_trainer
+from mjxgap.runs.factory import make_trainer
+from mjxgap.runs.resume import load_config
+from mjxgap.agent.curriculum import ADRCurriculum
 from mjxgap.agent.trainer import Trainer
-from mjxgap.sim.randomization import PRESETS, with_adr
+from mjxgap.sim.adr_binding import with_adr
+from mjxgap.sim.presets import PRESETS
 from mjxgap.runs.factory import task_config
 
 from cli_helper import run_cli as _cli
@@ -31,7 +34,7 @@ def _lambda_trainer(boundary_prob=0.5, t_high=0.8):
                          boundary_prob=boundary_prob)
   ppo = PPOConfig(num_envs=64, unroll_length=16, num_minibatches=4, num_epochs=1,
                   actor_hidden=(8,), critic_hidden=(8,))
-  return Trainer(LambdaTask(config), ppo, total_steps=10**6)
+  return Trainer(LambdaTask(config), ppo, total_steps=10**6, curriculum=ADRCurriculum(config))
 
 
 def _bounds(trainer, iterations, seed=0):
@@ -100,17 +103,17 @@ def _env_values(env, robot, state):
   floor = robot.floor_geom_ids[0]
   gyro = slice(0, 3)  # the actor observation starts with the 3 gyro entries
   return {
-      "friction": np.asarray(state.info["model"]["geom_friction"][:, floor, 0]),  # "set"
-      "kp": np.asarray(state.info["model"]["actuator_gainprm"][:, 0, 0]) / m.actuator_gainprm[0, 0],
-      "action_delay_ms": np.asarray(state.info["action_delay_ms"]),
-      "obs_delay_ms": np.asarray(state.info["obs_delay_ms"]),
-      "push_velocity_mps": np.asarray(state.info["push_range_mps"]),  # [envs, 2]
-      NOISE: np.asarray(state.info["obs_noise_scale"][:, gyro]),  # [envs, 3]
+      "friction": np.asarray(state.info["episode"].model["geom_friction"][:, floor, 0]),  # "set"
+      "kp": np.asarray(state.info["episode"].model["actuator_gainprm"][:, 0, 0]) / m.actuator_gainprm[0, 0],
+      "action_delay_ms": np.asarray(state.info["episode"].action_delay_ms),
+      "obs_delay_ms": np.asarray(state.info["episode"].obs_delay_ms),
+      "push_velocity_mps": np.asarray(state.info["episode"].push_range_mps),  # [envs, 2]
+      NOISE: np.asarray(state.info["episode"].obs_noise_scale[:, gyro]),  # [envs, 3]
   }
 
 
 def _reset_many(env, low, high, boundary_prob, n=600):
-  ranges = env.adr_ranges(jnp.asarray(low), jnp.asarray(high), boundary_prob)
+  ranges = _level(jnp.asarray(low), jnp.asarray(high), boundary_prob)
   return jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
       jax.random.split(jax.random.PRNGKey(3), n), ranges)
 
@@ -124,8 +127,8 @@ def test_env_pins_the_evaluated_item_and_draws_the_rest_in_range(adr_env, builti
   assert [p.name for p in adr_env.adr.params] == list(ITEMS)
   state = _reset_many(adr_env, LOW, HIGH, 1.0)
   values = _env_values(adr_env, builtin_robot, state)
-  param = np.asarray(state.info["adr"]["param"])
-  side = np.asarray(state.info["adr"]["side"])
+  param = np.asarray(state.info["episode"].adr.param)
+  side = np.asarray(state.info["episode"].adr.side)
   assert np.all(param >= 0)  # p_b = 1: every env evaluates
   assert set(param.tolist()) == set(range(len(ITEMS)))
   for i, name in enumerate(ITEMS):
@@ -142,14 +145,14 @@ def test_env_pins_the_evaluated_item_and_draws_the_rest_in_range(adr_env, builti
     assert np.all((inside >= LOW[i] - 1e-6) & (inside <= HIGH[i] + 1e-6)), name
     if name not in ("push_velocity_mps",):  # a push range is the whole range unless pinned
       assert np.ptp(inside) > 0.5 * (HIGH[i] - LOW[i]), name  # drawn, not stuck at a bound
-  np.testing.assert_allclose(np.asarray(state.info["adr"]["value"]),
+  np.testing.assert_allclose(np.asarray(state.info["episode"].adr.value),
                              np.where(side == 1, np.take(HIGH, param), np.take(LOW, param)),
                              rtol=1e-6)
 
 
 def test_env_without_evaluators_and_items_outside_adr(adr_env, builtin_robot):
   state = _reset_many(adr_env, LOW, HIGH, 0.0)
-  assert np.all(np.asarray(state.info["adr"]["param"]) == adr.NOT_EVALUATING)
+  assert np.all(np.asarray(state.info["episode"].adr.param) == adr.NOT_EVALUATING)
   values = _env_values(adr_env, builtin_robot, state)
   for i, name in enumerate(ITEMS):
     v = values[name]
@@ -158,7 +161,7 @@ def test_env_without_evaluators_and_items_outside_adr(adr_env, builtin_robot):
   # (the base body also gets nominal_dr's added mass)
   m = builtin_robot.mj_model
   links = [b for b in range(1, m.nbody) if m.body_mass[b] > 0 and b != builtin_robot.base_body_id]
-  ratio = np.asarray(state.info["model"]["body_mass"])[:, links] / m.body_mass[links]
+  ratio = np.asarray(state.info["episode"].model["body_mass"])[:, links] / m.body_mass[links]
   assert ratio.min() < 0.92 and ratio.max() > 1.08 and ratio.min() >= 0.9 - 1e-6
 
 
@@ -256,8 +259,8 @@ def test_adr_resume_continues_the_curriculum_exactly(adr_runs):
   width = lambda r: [r[f"adr/{n}/high"] - r[f"adr/{n}/low"] for n in names]
   # the curriculum moved before the resume point and after it
   assert sum(width(rows[2])) > 0 and width(rows[5]) != width(rows[2])
-  np.testing.assert_array_equal(a.curriculum["adr"].low, b.curriculum["adr"].low)
-  np.testing.assert_array_equal(a.curriculum["adr"].high, b.curriculum["adr"].high)
+  np.testing.assert_array_equal(a.curriculum.low, b.curriculum.low)
+  np.testing.assert_array_equal(a.curriculum.high, b.curriculum.high)
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):  # and everything else with it
     np.testing.assert_array_equal(x, y)
   # metrics.jsonl of the resumed run has the same bounds, iteration by iteration
@@ -272,9 +275,9 @@ def test_adr_run_records_bounds_entropy_plot_and_tensorboard(adr_runs):
   state, _ = _restore(run)
   last = rows[-1]
   for i, name in enumerate(("kp", "action_delay_ms", "push_velocity_mps")):
-    assert last[f"adr/{name}/low"] == pytest.approx(float(state.curriculum["adr"].low[i]))
-    assert last[f"adr/{name}/high"] == pytest.approx(float(state.curriculum["adr"].high[i]))
-  low, high = np.asarray(state.curriculum["adr"].low), np.asarray(state.curriculum["adr"].high)
+    assert last[f"adr/{name}/low"] == pytest.approx(float(state.curriculum.low[i]))
+    assert last[f"adr/{name}/high"] == pytest.approx(float(state.curriculum.high[i]))
+  low, high = np.asarray(state.curriculum.low), np.asarray(state.curriculum.high)
   expected = np.mean(np.log(np.maximum(high - low, 1e-6)))
   assert last["adr/entropy"] == pytest.approx(expected, rel=1e-5)
   png = (run / "adr_bounds.png").read_bytes()
@@ -311,8 +314,8 @@ def test_eval_of_an_adr_run_uses_the_reached_ranges(adr_runs, capsys):
   # all 16 would be free of evaluators once in 65,536 evaluations
   assert result["adr_boundary_evaluators"] == 0
   ranges = result["adr_ranges"]
-  assert ranges["kp"] == pytest.approx([float(state.curriculum["adr"].low[0]),
-                                        float(state.curriculum["adr"].high[0])])
+  assert ranges["kp"] == pytest.approx([float(state.curriculum.low[0]),
+                                        float(state.curriculum.high[0])])
 
 
 # ------------------------------------------------------------------------------------------
@@ -355,3 +358,10 @@ def test_tracking_performance_matches_a_numpy_reference(builtin_robot):
     assert np.all(perf[:end, e] == 0)
     checked[expected] += 1
   assert checked[True] >= 5 and checked[False] >= 5, checked  # both outcomes exercised
+
+
+def _level(low, high, boundary_prob):
+  """The ADR level resets draw from (what the trainer hands to every reset)."""
+  from mjxgap.sim import adr as adr_lib
+
+  return adr_lib.Level(*(jnp.asarray(x, jnp.float32) for x in (low, high, boundary_prob)))

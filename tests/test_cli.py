@@ -20,8 +20,9 @@ def test_wheel_contains_builtin_robot_and_tasks(tmp_path):
                   str(REPO)], check=True, capture_output=True)
   wheel = next(tmp_path.glob("mjxgap-*.whl"))
   names = set(zipfile.ZipFile(wheel).namelist())
-  for f in ("mjxgap/cli.py", "mjxgap/robot.py", "mjxgap_envs/__init__.py", "mjxgap_envs/stand.py",
-            "mjxgap_envs/walk.py", "mjxgap_envs/assets/mjxgap_humanoid/scene.xml",
+  for f in ("mjxgap/cli/commands.py", "mjxgap/robot.py", "mjxgap_envs/__init__.py",
+            "mjxgap_envs/stand.py", "mjxgap_envs/walk.py",
+            "mjxgap_envs/assets/mjxgap_humanoid/scene.xml",
             "mjxgap_envs/assets/mjxgap_humanoid/robot.xml"):
     assert f in names, f
   entry = [n for n in names if n.endswith("entry_points.txt")]

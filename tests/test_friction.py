@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from mjxgap.runs.factory import make_env
+from mjxgap.sim import adr as adr_lib
 
 from conftest import G1, needs_shared
 
@@ -63,7 +64,7 @@ def test_builtin_adr_friction_item_is_the_drawn_distribution(builtin_robot):
   nominal = np.array([p.nominal for p in env.adr.params], np.float32)
   low, high = nominal.copy(), nominal.copy()
   low[names.index("friction")], high[names.index("friction")] = 0.5, 2.0
-  ranges = env.adr_ranges(low, high, 0.0)
+  ranges = adr_lib.Level(*(jnp.asarray(x, jnp.float32) for x in (low, high, 0.0)))
   _assert_uniform(_contact_friction(env, (ranges,)), 0.4, 1.6)
 
 

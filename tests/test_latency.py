@@ -99,7 +99,7 @@ def test_env_applies_action_and_observation_delay(delayed):
                              atol=1e-5)
   np.testing.assert_allclose(s2.obs["privileged_state"][joint],
                              qpos[9][env.robot.qpos_adr] - default, atol=1e-5)
-  assert float(s2.info["action_delay_ms"]) == 28.0
+  assert float(s2.info["episode"].action_delay_ms) == 28.0
 
 
 def _bus(delays, n, initial, issued, monotone=True):
@@ -172,12 +172,12 @@ def test_jitter_and_a_long_observation_delay_against_bare_physics(builtin_robot)
 def test_adr_pinned_delay_against_bare_physics(builtin_robot):
   """An ADR evaluator pinned at the action delay's high bound (28 ms of a 0-40 ms envelope)
   acts exactly 28 ms late: two control steps against bare mjx.step."""
-  from mjxgap.sim.randomization import with_adr
+  from mjxgap.sim.adr_binding import with_adr
 
   dr = with_adr(DomainRandomization(action_delay_ms=(0.0, 40.0)),
                 {"params": {"action_delay_ms": {"delta": 4.0}}}, "test")
   env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
-  ranges = env.adr_ranges(jnp.array([8.0]), jnp.array([28.0]), 1.0)
+  ranges = _level(jnp.array([8.0]), jnp.array([28.0]), 1.0)
   a1, a2 = jnp.full(env.action_size, 0.3), jnp.full(env.action_size, -0.2)
 
   @jax.jit
@@ -187,8 +187,8 @@ def test_adr_pinned_delay_against_bare_physics(builtin_robot):
     return s0, s1, env.step(s1, a2)
 
   s0, s1, s2 = run(jax.random.PRNGKey(0))  # key 0: evaluator of the high bound (checked)
-  assert int(s0.info["adr"]["param"]) == 0 and int(s0.info["adr"]["side"]) == 1
-  assert float(s0.info["action_delay_ms"]) == 28.0
+  assert int(s0.info["episode"].adr.param) == 0 and int(s0.info["episode"].adr.side) == 1
+  assert float(s0.info["episode"].action_delay_ms) == 28.0
   default = env._default_joint_pos
   t0, t1 = default, default + env.config.action_scale_rad * a1
   per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3  # 28 ms = 7 substeps of 4 ms
@@ -235,7 +235,7 @@ def test_joint_group_staleness(builtin_robot):
   # 8 ms range maps to 0 (nothing to learn), and the block is all there is to map
   block = np.asarray(s2.obs["privileged_state"][-(2 + env.action_size):])
   np.testing.assert_array_equal(block, 0)
-  np.testing.assert_array_equal(s2.info["joint_obs_delay_ms"], np.where(left, 8.0, 0.0))
+  np.testing.assert_array_equal(s2.info["episode"].joint_obs_delay_ms, np.where(left, 8.0, 0.0))
 
 
 def test_push_changes_base_velocity_by_the_kick(builtin_robot):
@@ -314,7 +314,7 @@ def test_bad_randomization_file_one_line_exit_2(tmp_path, capsys, spec, needle):
 
 def test_randomization_file_on_a_preset_base(tmp_path):
   """`base` starts from a preset; the file's fields replace the preset's, `params` included."""
-  from mjxgap.sim.randomization import load_spec, preset
+  from mjxgap.sim.spec_file import load_spec, preset
 
   path = tmp_path / "dr.json"
   path.write_text(json.dumps({"base": "nominal_dr", "push_velocity_mps": [0.1, 0.5],
@@ -325,3 +325,10 @@ def test_randomization_file_on_a_preset_base(tmp_path):
   assert dr.obs_noise == ref.obs_noise
   path.write_text(json.dumps({"base": "nominal_dr", "params": []}))
   assert load_spec(str(path)).params == () and load_spec(str(path)).pushes
+
+
+def _level(low, high, boundary_prob):
+  """The ADR level resets draw from (what the trainer hands to every reset)."""
+  from mjxgap.sim import adr as adr_lib
+
+  return adr_lib.Level(*(jnp.asarray(x, jnp.float32) for x in (low, high, boundary_prob)))

@@ -9,7 +9,9 @@ from scipy import stats
 
 from mjxgap.process import mjx
 from mjxgap.errors import UserError
-from mjxgap.sim.randomization import ParamSpec, Randomizer, nominal_dr, wide_dr
+from mjxgap.sim.physics import Randomizer
+from mjxgap.sim.presets import nominal_dr, wide_dr
+from mjxgap.sim.randomization import ParamSpec
 from mjxgap.runs.factory import make_env
 from mjxgap.env.wrappers import AutoReset
 
@@ -72,24 +74,25 @@ def _numpy_model(robot, spec, draws_i):
 def test_model_fields_match_numpy_for_each_env(dr_states, builtin_robot):
   env, s0, _, _ = dr_states
   spec = wide_dr()
-  changed = set(s0.info["model"])
+  changed = set(s0.info["episode"].model)
   assert changed == {"geom_friction", "body_mass", "body_inertia", "body_ipos", "dof_armature",
                      "dof_damping", "dof_frictionloss", "actuator_gainprm", "actuator_biasprm",
                      "actuator_forcerange", "jnt_actfrcrange"}
   for i in range(N):
-    draws_i = {k: np.asarray(v[i]) for k, v in s0.info["dr"].items()}
+    draws_i = {k: np.asarray(v[i]) for k, v in s0.info["episode"].draws.items()}
     ref, offset = _numpy_model(builtin_robot, spec, draws_i)
     for field in changed:
-      np.testing.assert_allclose(s0.info["model"][field][i], getattr(ref, field), rtol=2e-6,
-                                 atol=1e-7, err_msg=field)
-    np.testing.assert_allclose(s0.info["default_pose_offset"][i], offset, atol=1e-7)
+      np.testing.assert_allclose(s0.info["episode"].model[field][i], getattr(ref, field),
+                                 rtol=2e-6, atol=1e-7, err_msg=field)
+    np.testing.assert_allclose(s0.info["episode"].default_pose_offset[i], offset, atol=1e-7)
     # Kp lives in the gain and, negated, in the bias; Kd in the bias
-    g, b = s0.info["model"]["actuator_gainprm"][i], s0.info["model"]["actuator_biasprm"][i]
+    model = s0.info["episode"].model
+    g, b = model["actuator_gainprm"][i], model["actuator_biasprm"][i]
     np.testing.assert_array_equal(b[:, 1], -g[:, 0])
     assert not np.allclose(g[:, 0], builtin_robot.kp)
     assert not np.allclose(-b[:, 2], builtin_robot.kd)
   # different envs, different physics
-  assert len({float(x[0]) for x in s0.info["dr"]["link_mass"]}) == N
+  assert len({float(x[0]) for x in s0.info["episode"].draws["link_mass"]}) == N
 
 
 def test_step_uses_each_envs_own_model(dr_states, builtin_robot):
@@ -110,15 +113,15 @@ def test_step_uses_each_envs_own_model(dr_states, builtin_robot):
 
   for i in (0, 5):
     pick = lambda x: x[i]
-    target = env._default_joint_pos + s0.info["default_pose_offset"][i]
-    data = bare(jax.tree.map(pick, s0.info["model"]), jax.tree.map(pick, s0.pipeline_state),
-                target)
+    target = env._default_joint_pos + s0.info["episode"].default_pose_offset[i]
+    data = bare(jax.tree.map(pick, s0.info["episode"].model),
+                jax.tree.map(pick, s0.pipeline_state), target)
     # Not bit-exact: XLA compiles the two programs differently, and the wide preset's stiff
     # gains, light ankle links and frictionloss amplify float32 rounding (seen: 9e-4 rad).
     # Using another env's fields moves the joints a hundred times more (checked below).
     err = np.abs(np.asarray(s1.pipeline_state.qpos[i]) - np.asarray(data.qpos)).max()
     assert err < 2e-3
-    other = bare(jax.tree.map(lambda x: x[(i + 3) % N], s0.info["model"]),
+    other = bare(jax.tree.map(lambda x: x[(i + 3) % N], s0.info["episode"].model),
                  jax.tree.map(pick, s0.pipeline_state), target)
     assert np.abs(np.asarray(other.qpos) - np.asarray(data.qpos)).max() > 100 * err
 
@@ -136,13 +139,13 @@ def test_none_is_the_plain_model_exactly(builtin_robot):
     d = s.pipeline_state
     for _ in range(2):  # two control periods, each a scan over the substeps as in the env
       d = jax.lax.scan(plain_step, d, None, length=env.n_substeps)[0]
-    return ours, d.qpos, s.info["model"], s.obs["privileged_state"].shape
+    return ours, d.qpos, s.info["episode"].model, s.obs["privileged_state"].shape
 
   ours, plain, fields, critic_shape = both(jax.random.PRNGKey(0))
   # `none` changes no model field, so the env steps the plain model itself ...
   assert fields == {} and critic_shape == (51,)  # and the critic has no physics block
   s = env.reset(jax.random.PRNGKey(0))
-  np.testing.assert_array_equal(s.info["default_pose_offset"], np.zeros(env.action_size))
+  np.testing.assert_array_equal(s.info["episode"].default_pose_offset, np.zeros(env.action_size))
   # ... but XLA fuses the env's step and this hand-written loop differently, so float32
   # results agree to rounding, not bit for bit (seen: 6e-7).
   np.testing.assert_allclose(ours, plain, rtol=0, atol=1e-5)
@@ -164,17 +167,18 @@ def test_draws_follow_their_distributions(builtin_robot):
 
 def test_privileged_observation_carries_normalized_draws(dr_states):
   env, s0, _, _ = dr_states
-  rz = env.randomizer
+  rz = env.sampler.randomizer
   n_phys = sum(int(np.prod(p.shape)) for p in rz.params)
   block = np.asarray(s0.obs["privileged_state"])[:, -(n_phys + 2):]  # draws, then 2 delays
   phys = block[:, :n_phys]
   for col, key, (lo, hi) in ((n_phys, "action_delay_ms", env.dr.action_delay_ms),
                              (n_phys + 1, "obs_delay_ms", env.dr.obs_delay_ms)):
-    np.testing.assert_allclose(block[:, col], (np.asarray(s0.info[key]) - (lo + hi) / 2) /
+    drawn = np.asarray(getattr(s0.info["episode"], key))
+    np.testing.assert_allclose(block[:, col], (drawn - (lo + hi) / 2) /
                                ((hi - lo) / 2), rtol=1e-5, atol=1e-5)
   assert np.all(phys >= -1) and np.all(phys <= 1)
   first = rz.params[0]  # friction, loguniform in the wide preset
-  d = np.asarray(s0.info["dr"][first.spec.name]).reshape(N, -1)[:, 0]
+  d = np.asarray(s0.info["episode"].draws[first.spec.name]).reshape(N, -1)[:, 0]
   lo, hi = np.log(first.spec.low), np.log(first.spec.high)
   np.testing.assert_allclose(phys[:, 0], (np.log(d) - (lo + hi) / 2) / ((hi - lo) / 2), rtol=1e-5,
                              atol=1e-5)
@@ -186,13 +190,14 @@ def test_new_episode_draws_new_physics(dr_states):
   s = s0.replace(pipeline_state=s0.pipeline_state.replace(qpos=qpos))
   out = step(s, jnp.zeros((N, env.action_size)))
   assert float(out.done[0]) == 1 and np.all(np.asarray(out.done[1:]) == 0)
-  for k in s0.info["dr"]:
-    assert not np.allclose(out.info["dr"][k][0], s0.info["dr"][k][0]), k
-    np.testing.assert_array_equal(out.info["dr"][k][1:], s0.info["dr"][k][1:])
-  np.testing.assert_array_equal(out.info["model"]["body_mass"][0],
-                                jax.jit(env.randomizer.model_fields)(
-                                    env.mjx_model, jax.tree.map(lambda x: x[0],
-                                                                out.info["dr"]))["body_mass"])
+  for k in s0.info["episode"].draws:
+    assert not np.allclose(out.info["episode"].draws[k][0], s0.info["episode"].draws[k][0]), k
+    np.testing.assert_array_equal(out.info["episode"].draws[k][1:],
+                                  s0.info["episode"].draws[k][1:])
+  draws0 = jax.tree.map(lambda x: x[0], out.info["episode"].draws)
+  np.testing.assert_array_equal(out.info["episode"].model["body_mass"][0],
+                                jax.jit(env.sampler.randomizer.model_fields)(
+                                    env.mjx_model, draws0)["body_mass"])
 
 
 def test_diverging_physics_resets_that_env_and_leaves_others_bit_identical(dr_states,
@@ -202,9 +207,9 @@ def test_diverging_physics_resets_that_env_and_leaves_others_bit_identical(dr_st
   newly drawn, finite physics, and the other envs come out bit-identical to the clean step."""
   env, s0, s1, step = dr_states
   links = [b for b in range(1, builtin_robot.mj_model.nbody) if b != builtin_robot.base_body_id]
-  mass = s0.info["model"]["body_mass"]
-  model = {**s0.info["model"], "body_mass": mass.at[0, links[-1]].set(jnp.nan)}
-  poisoned = s0.replace(info={**s0.info, "model": model})
+  mass = s0.info["episode"].model["body_mass"]
+  model = {**s0.info["episode"].model, "body_mass": mass.at[0, links[-1]].set(jnp.nan)}
+  poisoned = s0.replace(info={**s0.info, "episode": s0.info["episode"]._replace(model=model)})
   for leaf in jax.tree.leaves(poisoned.pipeline_state):
     assert np.all(np.isfinite(np.asarray(leaf)))  # only the physics is poisoned
   out = step(poisoned, jnp.zeros((N, env.action_size)))
@@ -215,7 +220,7 @@ def test_diverging_physics_resets_that_env_and_leaves_others_bit_identical(dr_st
       assert np.all(np.isfinite(np.asarray(leaf)[0]))
   assert int(out.info["step"][0]) == 0  # a fresh episode
   assert float(out.pipeline_state.qpos[0, 2]) == pytest.approx(builtin_robot.default_qpos[2])
-  assert np.all(np.isfinite(np.asarray(out.info["model"]["body_mass"][0])))
+  assert np.all(np.isfinite(np.asarray(out.info["episode"].model["body_mass"][0])))
   for x, y in zip(jax.tree.leaves(out), jax.tree.leaves(s1)):
     np.testing.assert_array_equal(np.asarray(x)[1:], np.asarray(y)[1:])
 

@@ -21,7 +21,8 @@ from mjxgap.cli import main
 from mjxgap.agent import counter
 from mjxgap.runs import checkpoint
 from mjxgap.agent.config import PPOConfig
-from mjxgap.runs.training import load_config, make_trainer
+from mjxgap.runs.factory import make_trainer
+from mjxgap.runs.resume import load_config
 from mjxgap.agent.trainer import AXIS, Trainer
 
 from cli_helper import run_cli as _cli
@@ -239,9 +240,9 @@ def test_resume_takes_a_moved_dr_file_and_extends_the_linear_rate_smoothly(linea
 def test_fingerprints_follow_contents_not_names(tmp_path):
   """An actuator network folder (and a randomization file) is identified by its files'
   contents: a copy elsewhere matches, an edited weight does not."""
-  from mjxgap.sim.actuators import models as actuators
+  from mjxgap.sim.actuators import net as actuators
   from mjxgap.runs.config import TrainConfig
-  from mjxgap.runs.training import fingerprints
+  from mjxgap.runs.resume import fingerprints
 
   spec = actuators.NetSpec(lags_ms=(0.0,), joints=("knee",), pos_error_scale=(1.0,),
                            velocity_scale=(1.0,), torque_scale=(1.0,), hidden=(2,))
@@ -347,7 +348,8 @@ def test_two_forced_cpu_devices_train(tmp_path):
   assert all(np.isfinite(r["policy_loss"]) for r in rows)
   assert rows[-1]["adr/kp/high"] > 1.0 and rows[-1]["adr/kp/low"] < 1.0
   code = ("import jax, json, sys; import mjxgap; from mjxgap.runs import checkpoint;"
-          "from mjxgap.runs.training import load_config, make_trainer; r = sys.argv[1];"
+          "from mjxgap.runs.factory import make_trainer;"
+          "from mjxgap.runs.resume import load_config; r = sys.argv[1];"
           "t = make_trainer(load_config(__import__('pathlib').Path(r)));"
           "print(json.dumps([t.num_devices, checkpoint.steps(r)]))")
   q = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], env=env,

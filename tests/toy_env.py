@@ -5,6 +5,8 @@ velocity), action = acceleration; reward per step is -|position - target| * dt; 
 ends the episode as a "fall". The optimal return is close to 0, a random policy's far below.
 """
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from brax.envs.base import Env, State
@@ -63,11 +65,17 @@ class PointToTarget(Env):
                                   "nan": jnp.zeros(())}, info=info)
 
 
+class LambdaEpisode(NamedTuple):
+  lam: jax.Array
+  adr: object  # adr.Role
+
+
 class LambdaTask(PointToTarget):
   """The toy task with one ADR parameter lambda (nominal 0, hard limits +-1), drawn per
   episode from the curriculum's range: an episode (4 steps) succeeds exactly when
-  |lambda| < 0.3, whatever the policy does. `adr` is the curriculum; `reset(key, adr)` follows
-  the locomotion env's contract (ranges in, role and pinned value recorded in `info["adr"]`).
+  |lambda| < 0.3, whatever the policy does. It follows the locomotion env's ADR contract
+  (`mjxgap.agent.curriculum`): `reset(key, level)`, the role in `info["episode"].adr`, the
+  outcome in `metrics["performance"]`.
   """
 
   episode_steps = 4
@@ -75,25 +83,19 @@ class LambdaTask(PointToTarget):
   def __init__(self, adr_config):
     self.adr = adr_config
 
-  def reset(self, rng, adr=None):
+  def reset(self, rng, level=None):
     from mjxgap.sim import adr as adr_lib
 
     state = super().reset(rng)
-    if adr is None:
-      start = adr_lib.init(self.adr)
-      adr = {"low": start.low, "high": start.high,
-             "boundary_prob": jnp.float32(self.adr.boundary_prob)}
+    if level is None:
+      level = adr_lib.level(self.adr, adr_lib.init(self.adr))
     k_role, k_lam = jax.random.split(jax.random.fold_in(rng, 1))
-    role = adr_lib.assign(self.adr, k_role, adr["boundary_prob"])
-    low, high = adr_lib.episode_ranges(adr["low"], adr["high"], role)
+    low, high, role = adr_lib.draw_role(self.adr, k_role, level)
     lam = jax.random.uniform(k_lam, minval=low[0], maxval=high[0])
-    info = {**state.info, "lam": lam,
-            "adr": {"low": adr["low"], "high": adr["high"], "boundary_prob": adr["boundary_prob"],
-                    "param": role.param, "side": role.side,
-                    "value": adr_lib.pinned_value(adr["low"], adr["high"], role)}}
+    info = {**state.info, "episode": LambdaEpisode(lam, role)}
     return state.replace(info=info, metrics={**state.metrics, "performance": jnp.zeros(())})
 
   def step(self, state, action):
     out = super().step(state, action)
-    success = (jnp.abs(state.info["lam"]) < 0.3).astype(jnp.float32)
+    success = (jnp.abs(state.info["episode"].lam) < 0.3).astype(jnp.float32)
     return out.replace(metrics={**out.metrics, "performance": success * out.done})

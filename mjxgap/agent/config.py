@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from mjxgap import contract
 from mjxgap.errors import UserError
 
 
@@ -49,7 +50,7 @@ class PPOConfig:
         raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
     if self.lr_schedule not in ("constant", "linear"):
       raise UserError(f"ppo.lr_schedule must be constant or linear, got {self.lr_schedule!r}")
-    if self.activation not in ("elu", "tanh", "relu", "swish"):
+    if self.activation not in contract.ACTIVATIONS:
       raise UserError(f"ppo.activation must be elu, tanh, relu or swish, got {self.activation!r}")
     for name in ("actor_hidden", "critic_hidden"):
       if not getattr(self, name) or min(getattr(self, name)) < 1:

@@ -3,7 +3,8 @@
 The actor sees the normalised actor observation and outputs the action mean; a state-independent
 log standard deviation is a separate parameter. The deployed action is the mean clipped to
 +-`action_clip`, the same clip the env gets during training. The critic sees the normalised
-privileged observation (asymmetric actor-critic).
+privileged observation (asymmetric actor-critic). The hidden-layer activations are
+`mjxgap.contract.activation`, the definition the exported numpy/ONNX forward pass uses too.
 """
 
 from __future__ import annotations
@@ -15,21 +16,24 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-ACTIVATIONS = {"elu": nn.elu, "tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
+from mjxgap import contract
 
 
 class MLP(nn.Module):
   hidden: Sequence[int]
   out: int
-  activation: str = "elu"
+  activation: str = "elu"  # one of contract.ACTIVATIONS, after every hidden layer
   out_scale: float = 1.0  # orthogonal init gain of the last layer
 
   @nn.compact
   def __call__(self, x):
-    act = ACTIVATIONS[self.activation]
+    if self.activation not in contract.ACTIVATIONS:
+      raise ValueError(f"unknown activation {self.activation!r}; expected one of "
+                       f"{contract.ACTIVATIONS}")
     for i, size in enumerate(self.hidden):
-      x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(math.sqrt(2)),
-                       name=f"hidden_{i}")(x))
+      x = nn.Dense(size, kernel_init=nn.initializers.orthogonal(math.sqrt(2)),
+                   name=f"hidden_{i}")(x)
+      x = contract.activation(self.activation, x, jnp)
     return nn.Dense(self.out, kernel_init=nn.initializers.orthogonal(self.out_scale),
                     name="out")(x)
 

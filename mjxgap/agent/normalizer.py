@@ -9,6 +9,9 @@ The number of observations seen is exact and cannot wrap: it is an int32 (high, 
 2**31 observations - some 13k iterations of the `gpu` preset - and turn the merge weights
 negative. The merge weights use it as a float of the mean's dtype (relative error 6e-8 in
 float32, far below the statistics' own noise).
+
+The normalisation itself, its clip and its epsilon are `mjxgap.contract`'s, which the exported
+policy bakes in too.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from mjxgap import contract
 from mjxgap.agent import counter
 
 
@@ -66,10 +70,11 @@ def variance(stats: RunningStats) -> jax.Array:
   return stats.m2 / jnp.maximum(stats.count, 1)
 
 
-def normalize(stats: RunningStats, x: jax.Array, eps: float = 1e-6, clip: float = 10.0
-              ) -> jax.Array:
-  """(x - mean) / std, clipped to +-`clip`; the identity before any data is seen."""
+def normalize(stats: RunningStats, x: jax.Array, eps: float = contract.OBS_EPS,
+              clip: float = contract.OBS_CLIP) -> jax.Array:
+  """(x - mean) / std with std = sqrt(variance + `eps`), clipped to +-`clip`
+  (`contract.normalize`); the identity (still clipped) before any data is seen."""
   seen = stats.count > 0
   mean = jnp.where(seen, stats.mean, 0.0)
   std = jnp.where(seen, jnp.sqrt(variance(stats) + eps), 1.0)
-  return jnp.clip((x - mean) / std, -clip, clip)
+  return contract.normalize(x, mean, std, jnp, clip)

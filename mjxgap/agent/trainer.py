@@ -5,7 +5,8 @@
 gradients, advantage and normaliser statistics are averaged over the mesh, so parameters and
 optimiser state stay identical (replicated) everywhere. The env is any Brax `Env` whose
 observation is a dict with the actor's `"state"` and the critic's `"privileged_state"`, wrapped in
-`mjxgap.env.wrappers.AutoReset`.
+`mjxgap.env.wrappers.AutoReset`; an optional `Curriculum` (`mjxgap.agent.curriculum`) keeps its
+state in the train state, sets the level the rollout's resets draw from and updates after it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from mjxgap.sim import adr as adr_lib
 from mjxgap.errors import UserError
 from mjxgap.agent import counter, losses, networks
+from mjxgap.agent.curriculum import Curriculum
 from mjxgap.agent import normalizer as norm
 from mjxgap.agent.config import PPOConfig
 from mjxgap.env.wrappers import AutoReset
@@ -40,7 +41,7 @@ class TrainState(NamedTuple):
   rng: jax.Array
   iteration: jax.Array  # int32 (wraps after 2**31 iterations: never in practice)
   env_steps: jax.Array  # int32[2], a `counter`: exact past 2**31 steps
-  curriculum: Any  # {"adr": ADRState} when the env has an ADR curriculum, else {}
+  curriculum: Any  # the curriculum's state (e.g. an ADRState); () without a curriculum
   lr_schedule: Any  # {"start", "end", "rate", "end_rate"}: see `learning_rate`
 
 
@@ -71,7 +72,8 @@ def _episode_sums(transitions, names):
 class Trainer:
   """Builds and holds the jitted functions of one (env, config, mesh)."""
 
-  def __init__(self, env, config: PPOConfig, total_steps: int, devices=None):
+  def __init__(self, env, config: PPOConfig, total_steps: int, devices=None,
+               curriculum: Curriculum | None = None):
     self.env = env if isinstance(env, AutoReset) else AutoReset(env)
     self.config = config
     devices = list(devices or jax.local_devices())
@@ -81,7 +83,7 @@ class Trainer:
     self.mesh = jax.sharding.Mesh(np.array(devices), (AXIS,))
     self.num_devices = len(devices)
     self.action_size = env.action_size
-    self.adr = getattr(env, "adr", None)  # the env's ADRConfig, if it has a curriculum
+    self.curriculum = curriculum
     first = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
     self.obs_size = int(first.obs["state"].shape[-1])
     self.critic_obs_size = int(first.obs["privileged_state"].shape[-1])
@@ -119,7 +121,7 @@ class Trainer:
         obs_stats=norm.init(self.obs_size), critic_obs_stats=norm.init(self.critic_obs_size),
         env_state=jax.vmap(self.env.reset)(jax.random.split(k_env, self.config.num_envs)),
         rng=key, iteration=jnp.zeros((), jnp.int32), env_steps=counter.of(0),
-        curriculum={"adr": adr_lib.init(self.adr)} if self.adr else {},
+        curriculum=self.curriculum.init() if self.curriculum else (),
         lr_schedule=self._schedule(0, self.config.learning_rate))
 
   def _schedule(self, start, rate) -> dict:
@@ -165,9 +167,12 @@ class Trainer:
   def _rollout(self, state: TrainState, key: jax.Array):
     """`unroll_length` steps of every local env with the current stochastic policy. The
     exploration noise is drawn for all envs and sliced, so an env's actions do not depend on
-    the number of devices."""
+    the number of devices. Episodes that start in the rollout draw from the curriculum's
+    level as it stood at its start."""
     cfg, params = self.config, state.params
     value_fn = lambda cobs: self.critic.apply(params["critic"], cobs)[..., 0]
+    level = self.curriculum.level(state.curriculum) if self.curriculum else None
+    env_step = jax.vmap(lambda s, a: self.env.step(s, a, level))
 
     def step(env_state, k):
       obs = self._normalize(state.obs_stats, env_state.obs["state"])
@@ -175,8 +180,7 @@ class Trainer:
       mean = self.actor.apply(params["actor"], obs)
       noise = self._local(jax.random.normal(k, (cfg.num_envs, *mean.shape[1:])))
       action = mean + jnp.exp(params["log_std"]) * noise
-      nxt = jax.vmap(self.env.step)(env_state, jnp.clip(action, -cfg.action_clip,
-                                                        cfg.action_clip))
+      nxt = env_step(env_state, jnp.clip(action, -cfg.action_clip, cfg.action_clip))
       final_cobs = self._normalize(state.critic_obs_stats,
                                     nxt.info["final_obs"]["privileged_state"])
       out = {
@@ -188,10 +192,8 @@ class Trainer:
           "nan": nxt.metrics["nan"], "final_episode_metrics": nxt.info["final_episode_metrics"],
           "raw_obs": env_state.obs["state"], "raw_critic_obs": env_state.obs["privileged_state"],
       }
-      if self.adr:  # the role of the episode this step belongs to, and how it ended
-        role = env_state.info["adr"]
-        out["adr"] = {"param": role["param"], "side": role["side"], "value": role["value"],
-                      "performance": nxt.metrics["performance"]}
+      if self.curriculum:
+        out["curriculum"] = self.curriculum.record(env_state, nxt)
       return nxt, out
 
     return jax.lax.scan(step, state.env_state, jax.random.split(key, cfg.unroll_length))
@@ -227,8 +229,6 @@ class Trainer:
     cfg = self.config
     rng, k_roll, k_sgd = jax.random.split(state.rng, 3)
     device = jax.lax.axis_index(AXIS)
-    if self.adr:  # episodes starting in this rollout draw from the current ranges
-      state = state._replace(env_state=self._publish_adr(state))
     env_state, tr = self._rollout(state, k_roll)
     adv, target = losses.gae(tr["reward"], tr["value"], tr["next_value"], tr["done"],
                              tr["truncation"], cfg.discount, cfg.gae_lambda)
@@ -249,46 +249,15 @@ class Trainer:
                "action_std": jnp.mean(jnp.exp(params["log_std"])),
                "value_mean": jax.lax.pmean(jnp.mean(tr["value"]), AXIS)}
     curriculum = state.curriculum
-    if self.adr:
-      curriculum = {"adr": self._update_adr(state.curriculum["adr"], tr)}
-      metrics |= self._adr_metrics(curriculum["adr"], tr)
+    if self.curriculum:
+      curriculum, curriculum_metrics = self.curriculum.update(curriculum, tr["curriculum"], AXIS)
+      metrics |= curriculum_metrics
     new_state = TrainState(
         params=params, opt_state=opt_state, obs_stats=obs_stats, critic_obs_stats=critic_stats,
         env_state=env_state, rng=rng, iteration=state.iteration + 1,
         env_steps=counter.add(state.env_steps, cfg.num_envs * cfg.unroll_length),
         curriculum=curriculum, lr_schedule=state.lr_schedule)
     return new_state, metrics
-
-  # ----------------------------------------------------------------------------------------
-  # ADR (inside the iteration; ranges replicated, reports summed over the mesh)
-
-  def _publish_adr(self, state: TrainState):
-    """The env states with the curriculum's current ranges in every env's `info["adr"]`."""
-    env_state, adr = state.env_state, state.curriculum["adr"]
-    n = env_state.done.shape[0]
-    info = dict(env_state.info)
-    info["adr"] = {**info["adr"], "low": jnp.broadcast_to(adr.low, (n, *adr.low.shape)),
-                   "high": jnp.broadcast_to(adr.high, (n, *adr.high.shape))}
-    return env_state.replace(info=info)
-
-  def _update_adr(self, adr: adr_lib.ADRState, tr) -> adr_lib.ADRState:
-    """Boundary evaluators whose episodes ended in this rollout report to their bounds'
-    buffers. Every transition, an evaluator's or not, also feeds the PPO update above."""
-    rec = tr["adr"]
-    sums, counts = adr_lib.record(self.adr, adr, adr_lib.Assignment(rec["param"], rec["side"]),
-                                  tr["done"] > 0, rec["performance"], rec["value"])
-    return adr_lib.apply(self.adr, adr, jax.lax.psum(sums, AXIS), jax.lax.psum(counts, AXIS))
-
-  def _adr_metrics(self, adr: adr_lib.ADRState, tr) -> dict[str, jax.Array]:
-    rec = tr["adr"]
-    out = {"adr/entropy": adr_lib.entropy(adr),
-           "adr/evaluator_step_fraction": jax.lax.pmean(jnp.mean(rec["param"] >= 0), AXIS),
-           "adr/evaluator_episodes": jax.lax.psum(jnp.sum((tr["done"] > 0) & (rec["param"] >= 0)),
-                                                  AXIS)}
-    for i, p in enumerate(self.adr.params):
-      out[f"adr/{p.name}/low"] = adr.low[i]
-      out[f"adr/{p.name}/high"] = adr.high[i]
-    return out
 
   def _collect(self, state: TrainState):
     """The rollout alone (no learning): the baseline of `learner_overhead`."""

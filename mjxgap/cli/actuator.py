@@ -54,7 +54,7 @@ def fit(logs: str, robot: str, out: str, lags_ms: str | None, hidden: str | None
   from mjxgap import __version__
   from mjxgap.sim.actuators import logs as motor_logs
   from mjxgap.sim.actuators.fit import FitConfig, fit as fit_net, plot
-  from mjxgap.sim.actuators.models import save_net
+  from mjxgap.sim.actuators.net import save_net
   from mjxgap.files import folder_atomic
   from mjxgap.robot import load_robot
 

@@ -49,6 +49,18 @@ def _positive_float(text: str) -> float:
   return value
 
 
+def _velocity_command(text: str) -> list[float]:
+  """`--command vx,vy,yaw_rate`: forward m/s, lateral m/s, yaw rad/s."""
+  try:
+    command = [float(x) for x in text.split(",")]
+  except ValueError:
+    command = []
+  if len(command) != 3:
+    raise argparse.ArgumentTypeError(
+        f"--command must be three numbers vx,vy,yaw_rate, got {text!r}")
+  return command
+
+
 def _emit(result: dict, out: str | None) -> None:
   if out:
     write_json_atomic(out, result)
@@ -148,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("policy", help="folder written by mjxgap export")
   p.add_argument("--robot", default=None, help="default: the robot named in policy.json")
   p.add_argument("--seconds", type=_positive_float, default=20.0)
-  p.add_argument("--command", dest="velocity_command", default="0,0,0",
+  p.add_argument("--command", dest="velocity_command", type=_velocity_command, default="0,0,0",
                  help="forward m/s, lateral m/s, yaw rad/s (default 0,0,0)")
   p.add_argument("--video", default=None,
                  help="also write an animated GIF of the run (needs MUJOCO_GL=egl or osmesa)")
@@ -181,8 +193,9 @@ def _train_config(args):
   """The resolved config: preset (or the saved run on --resume), then flags, then --set."""
   import dataclasses
 
-  from mjxgap.agent import config as ppo_config
-  from mjxgap.runs.training import load_config
+  from mjxgap.runs import config as run_config
+  from mjxgap.runs.factory import with_absolute_paths
+  from mjxgap.runs.resume import load_config
 
   if args.resume:
     config = load_config(pathlib.Path(args.out), validate=False)  # its --dr file may have moved
@@ -190,7 +203,7 @@ def _train_config(args):
       raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
                       "a resumed run keeps its config (change single fields with --set)")
   else:
-    config = ppo_config.preset(args.preset or "smoke")
+    config = run_config.preset(args.preset or "smoke")
   flags = {k: v for k, v in (("robot", args.robot), ("task", args.task), ("dr", args.dr),
                              ("actuator", args.actuator), ("seed", args.seed),
                              ("total_steps", args.total_steps))
@@ -199,13 +212,9 @@ def _train_config(args):
   if args.num_envs is not None:
     config = dataclasses.replace(config, ppo=dataclasses.replace(config.ppo,
                                                                  num_envs=args.num_envs))
-  config = ppo_config.apply_overrides(config, args.set)
+  config = run_config.apply_overrides(config, args.set)
   # files named relative to here must still be found by `eval` or `--resume` from elsewhere
-  absolute = {k: os.path.abspath(getattr(config, k)) for k in ("robot", "dr")
-              if os.path.isfile(getattr(config, k))}
-  if config.actuator.startswith("net:"):
-    absolute["actuator"] = "net:" + os.path.abspath(config.actuator[4:])
-  return dataclasses.replace(config, **absolute)  # checked by `train`
+  return with_absolute_paths(config)  # checked by `train`
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -266,14 +275,8 @@ def run(argv: list[str] | None = None) -> int:
   elif args.command == "play":
     from mjxgap.deploy.play import play
 
-    try:
-      command = [float(x) for x in args.velocity_command.split(",")]
-    except ValueError:
-      command = []
-    if len(command) != 3:
-      raise UserError("--command must be three numbers vx,vy,yaw_rate, got "
-                      f"{args.velocity_command!r}")
-    _emit(play(args.policy, args.robot, args.seconds, command, video=args.video), args.out)
+    _emit(play(args.policy, args.robot, args.seconds, args.velocity_command, video=args.video),
+          args.out)
   elif args.command == "actuator" and args.actuator_command == "synth":
     from mjxgap.cli.actuator import synth
 

@@ -5,7 +5,9 @@ observation normaliser ((obs - mean) / std, clipped), the actor MLP and the clip
 deployed action - exactly `Trainer.policy_fn`. Export compares onnxruntime against the JAX
 policy on random and recorded observations (and the clip on a copy clipped where they reach it)
 and refuses to write if they differ; it writes into a temporary folder renamed at the end, so a
-failed export leaves nothing behind.
+failed export leaves nothing behind. The normaliser's constants and the activations are
+`mjxgap.contract`'s, shared with training and the robot-side runtime; the run's env comes from
+the run factory and its recorded observations from `mjxgap.env.vector`.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjxgap import contract
+from mjxgap.contract import OBS_CLIP, OBS_EPS
+from mjxgap.env import vector
 from mjxgap.errors import UserError
 
 OPSET = 17  # onnxruntime 1.32 runs opsets 7-23; 17 is what robot runtimes widely accept
 IR_VERSION = 8
 PARITY_ATOL = 1e-5
-OBS_CLIP = 10.0  # the normaliser's clip (mjxgap.agent.normalizer.normalize)
-OBS_EPS = 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,14 +64,11 @@ def numpy_forward(policy: ExportedPolicy, obs: np.ndarray) -> np.ndarray:
   """The deployed action in plain numpy (what a microcontroller port computes)."""
   x = np.asarray(obs, np.float32)
   if policy.normalize:
-    x = np.clip((x - policy.obs_mean) / policy.obs_std, -OBS_CLIP, OBS_CLIP)
-  act = {"elu": lambda v: np.where(v > 0, v, np.expm1(np.minimum(v, 0))),
-         "tanh": np.tanh, "relu": lambda v: np.maximum(v, 0),
-         "swish": lambda v: v / (1 + np.exp(-v))}[policy.activation]
+    x = contract.normalize(x, policy.obs_mean, policy.obs_std, np)
   for i, (w, b) in enumerate(policy.layers):
     x = x @ w + b
     if i < len(policy.layers) - 1:
-      x = act(x)
+      x = contract.activation(policy.activation, x, np)
   return np.clip(x, -policy.action_clip, policy.action_clip)
 
 
@@ -143,18 +143,20 @@ def weights_arrays(policy: ExportedPolicy) -> dict[str, np.ndarray]:
   return out
 
 
-def adr_ranges(env, curriculum) -> dict | None:
-  """Per ADR item: the range the curriculum had reached (`curriculum["adr"]`, the checkpoint's)
-  and its hard limits; None for a run without ADR."""
-  if env.adr is None or "adr" not in curriculum:
+def adr_ranges(env, curriculum) -> dict | None:  # ADR: reads env.adr and the ADRState
+  """Per ADR item: the range the curriculum had reached (`curriculum`, the checkpoint's
+  `ADRState`) and its hard limits; None for a run without ADR."""
+  from mjxgap.sim.adr import ADRState
+
+  if env.adr is None or not isinstance(curriculum, ADRState):
     return None
-  state = curriculum["adr"]
+  state = curriculum
   return {p.name: {"reached": [float(lo), float(hi)], "hard_limits": [p.hard_low, p.hard_high],
                    "nominal": p.nominal}
           for p, lo, hi in zip(env.adr.params, np.asarray(state.low), np.asarray(state.high))}
 
 
-def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum: dict) -> dict:
+def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> dict:
   """Everything a robot runtime needs besides the network (`policy.json`); `curriculum` is the
   train state's (the ADR ranges reached at the checkpoint)."""
   from mjxgap import __version__
@@ -201,23 +203,19 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum: dic
                        "action_delay_ms": list(dr.action_delay_ms),
                        "obs_delay_ms": list(dr.obs_delay_ms),
                        "delay_jitter_ms": dr.delay_jitter_ms,
-                       "adr": adr_ranges(env, curriculum)},
+                       "adr": adr_ranges(env, curriculum)},  # ADR:
   }
 
 
-def _recorded_observations(trainer, act, count: int, seed: int) -> np.ndarray:
+def _recorded_observations(env, act, count: int, seed: int) -> np.ndarray:
   """Observations the policy met driving the training env: `count` of them, several envs."""
-  env = trainer.env.env
   n_envs = 8
   steps = -(-count // n_envs)
 
   def run(key):
-    s = jax.vmap(env.reset)(jax.random.split(key, n_envs))
-
-    def body(s, _):
-      return jax.vmap(env.step)(s, act(s.obs["state"])), s.obs["state"]
-
-    return jax.lax.scan(body, s, None, length=steps)[1]
+    return vector.rollout(env, vector.reset(env, key, n_envs),
+                          lambda s, _: act(s.obs["state"]), steps,
+                          record=lambda s, _, __: s.obs["state"])[1]
 
   obs = np.asarray(jax.jit(run)(jax.random.PRNGKey(seed)))
   return obs.reshape(-1, obs.shape[-1])[:count]
@@ -227,14 +225,18 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
            samples: int = 1000, seed: int = 0) -> dict:
   from mjxgap.files import folder_atomic, write_atomic, write_npz_atomic
   from mjxgap.runs import checkpoint
-  from mjxgap.runs.training import load_config, make_trainer
+  from mjxgap.robot import load_robot
+  from mjxgap.runs.factory import check, make_trainer
+  from mjxgap.runs.resume import load_config
 
   run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise UserError(f"--out {out}: exists and is not an empty folder")
-  config = load_config(run_dir)
+  config = load_config(run_dir, validate=False)
+  inputs = check(config)
   checkpoint.read_meta(run_dir, step)  # a clear error before building anything
-  trainer = make_trainer(config)
+  env = inputs.env(load_robot(config.robot))  # the training env
+  trainer = make_trainer(config, env)
   state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
   policy = from_train_state(state.params, state.obs_stats, config.ppo)
   model = onnx_model(policy, f"mjxgap policy: {config.robot} / {config.task}, "
@@ -246,7 +248,7 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   rng = np.random.default_rng(seed)
   random_obs = (policy.obs_mean + 3.0 * policy.obs_std
                 * rng.standard_normal((samples, policy.obs_mean.size))).astype(np.float32)
-  obs = np.concatenate([random_obs, _recorded_observations(trainer, act, samples, seed)])
+  obs = np.concatenate([random_obs, _recorded_observations(env, act, samples, seed)])
   reference = np.asarray(act(jnp.asarray(obs)))
   # the action clip, even where these actions do not reach it: the graph built with a clip at
   # the median |action| must give the reference clipped there (clip(clip(a, c), c') = clip(a, c')
@@ -260,7 +262,7 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
     raise UserError(f"{run_dir}: export refused: ONNX differs from the JAX policy by {diff:.2e} "
                     f"(numpy weights by {diff_numpy:.2e}); allowed {PARITY_ATOL:g}")
 
-  info = sidecar(config, trainer.env.env, int(meta["iteration"]), policy, state.curriculum)
+  info = sidecar(config, env, int(meta["iteration"]), policy, state.curriculum)
   at_clip = np.abs(reference) >= np.float32(policy.action_clip)
   info["parity"] = {"observations": int(len(obs)), "max_abs_diff_onnx": diff,
                     "max_abs_diff_numpy": diff_numpy,

@@ -3,19 +3,22 @@
 The observation comes from `mjxgap.deploy.runtime`, which reads only `policy.json`; the robot's
 position actuators get `default + scale * action` every control period. A policy that stands
 here as it stood in MJX has crossed the first gap (MJX -> MuJoCo) with a complete sidecar.
+The base-frame velocity and the fall test are `mjxgap.contract`'s, as in the training env, so
+"fell" means here what it meant in training. The GIF recorder is `mjxgap.deploy.video`.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
-import warnings
 
 import mujoco
 import numpy as np
 
+from mjxgap import contract
 from mjxgap.errors import UserError
 from mjxgap.deploy.runtime import Policy, rotate_inverse
+from mjxgap.deploy.video import GifRecorder
 
 
 def _load(folder: pathlib.Path) -> Policy:
@@ -26,49 +29,6 @@ def _load(folder: pathlib.Path) -> Policy:
     return Policy(folder)
   except (ValueError, KeyError, json.JSONDecodeError) as e:
     raise UserError(f"{folder}: unreadable exported policy ({e})") from None
-
-
-class GifRecorder:
-  """Frames from a camera tracking the robot's base, written as an animated GIF at the end.
-  Needs offscreen OpenGL: MUJOCO_GL=egl (GPU nodes) or MUJOCO_GL=osmesa (CPU, libosmesa6)."""
-
-  def __init__(self, path: pathlib.Path, model, base_body: int, fps: float = 25.0):
-    if path.suffix.lower() != ".gif":
-      raise UserError(f"--video {path}: expected a .gif file name")
-    if not path.parent.is_dir():
-      raise UserError(f"--video {path}: no folder {path.parent}")
-    self.path, self.fps, self.frames = path, fps, []
-    try:
-      with warnings.catch_warnings():  # GLFW warns on stderr before failing headless
-        warnings.simplefilter("ignore")
-        self.renderer = mujoco.Renderer(model, min(480, model.vis.global_.offheight),
-                                        min(640, model.vis.global_.offwidth))
-    except Exception as e:  # noqa: BLE001 - each GL backend fails in its own way
-      raise UserError(f"--video: no OpenGL for offscreen rendering ({type(e).__name__}); set "
-                      "MUJOCO_GL=egl on a GPU node or MUJOCO_GL=osmesa with libosmesa6 "
-                      "installed") from None
-    self.camera = mujoco.MjvCamera()
-    self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-    self.camera.trackbodyid = base_body
-    self.camera.distance, self.camera.elevation, self.camera.azimuth = 3.0, -15.0, 135.0
-
-  def capture(self, data) -> None:
-    """Renders a frame and keeps it as a 256-colour image (a third of the RGB size)."""
-    from PIL import Image
-
-    self.renderer.update_scene(data, self.camera)
-    self.frames.append(Image.fromarray(self.renderer.render()).quantize(256))
-
-  def write(self) -> None:
-    import io
-
-    from mjxgap.files import write_atomic
-
-    buf = io.BytesIO()
-    self.frames[0].save(buf, format="GIF", save_all=True, append_images=self.frames[1:],
-                        duration=int(round(1000 / self.fps)), loop=0)
-    write_atomic(self.path, buf.getvalue())
-    self.renderer.close()
 
 
 def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 20.0,
@@ -131,7 +91,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
     tracking.append(np.linalg.norm(v_base[:2] - command[:2]))
     gravity = rotate_inverse(d.qpos[3:7], [0.0, 0.0, -1.0])
-    if d.qpos[2] - floor_z < fall_height or gravity[2] > -np.cos(max_tilt):
+    if contract.fallen(d.qpos[2] - floor_z, gravity[2], fall_height, max_tilt, np):
       fell = True
       break
   result = {

@@ -1,7 +1,11 @@
 """A reference robot-side runtime for an exported policy, from `policy.json` alone.
 
-Nothing here imports mjxgap or JAX (numpy and onnxruntime only): it is what a robot team would
-write from the sidecar, and the proof that the sidecar is complete. Copy it to the robot.
+Nothing here imports JAX or the rest of mjxgap (numpy, onnxruntime and `mjxgap.contract` only):
+it is what a robot team would write from the sidecar, and the proof that the sidecar is complete.
+The quaternion rotation that makes the base-frame observation terms is `mjxgap.contract`'s, the
+one the training env uses. To run it on a robot, copy `runtime.py` and `contract.py` (from the
+`mjxgap` package) together into one folder: without mjxgap installed, the `contract.py` beside
+this file is imported.
 """
 
 from __future__ import annotations
@@ -11,12 +15,17 @@ import pathlib
 
 import numpy as np
 
+try:
+  from mjxgap import contract
+except ImportError:
+  import contract  # copied onto a robot next to this file
+
 
 def rotate_inverse(quat_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
-  """`v` (world frame) expressed in the frame of the body with orientation `quat_wxyz`."""
-  w, xyz = quat_wxyz[0], np.asarray(quat_wxyz[1:])
-  v = np.asarray(v, np.float64)
-  return v * (2 * w * w - 1) - np.cross(xyz, v) * 2 * w + xyz * 2 * np.dot(xyz, v)
+  """`v` (world frame) expressed in the frame of the body with orientation `quat_wxyz` (w, x,
+  y, z; base to world), in float64: `contract.rotate_inverse` with numpy."""
+  return contract.rotate_inverse(np.asarray(quat_wxyz, np.float64), np.asarray(v, np.float64),
+                                 np)
 
 
 # term name -> how it is computed from the robot's readings (`readings` below)

@@ -17,16 +17,14 @@ class AutoReset(Wrapper):
   bootstraps a time-limit cut from it), so the caller still sees how the episode ended. Apply
   before `vmap`: `done` is a scalar here.
 
-  An env with a curriculum keeps its current ranges in `info["adr"]`; the fresh episode is
-  drawn from them (`reset(key, info["adr"])`), so whoever updates the curriculum only has to
-  write them there.
+  With a curriculum, `level` (the same for every env, e.g. an `adr.Level`) is what a fresh
+  episode is drawn from: `reset(key, level)`.
   """
 
-  def step(self, state: State, action: jax.Array) -> State:
+  def step(self, state: State, action: jax.Array, level=None) -> State:
     state = self.env.step(state, action)
     rng, key = jax.random.split(state.info["rng"])
-    fresh = (self.env.reset(key, state.info["adr"]) if "adr" in state.info
-             else self.env.reset(key))
+    fresh = self.env.reset(key) if level is None else self.env.reset(key, level)
     done = state.done > 0
     pick = lambda new, old: jnp.where(done, new, old)
     kept = {"rng": rng, "final_episode_metrics": state.info["episode_metrics"],

@@ -1,4 +1,9 @@
-"""Throughput benchmarks: the env step against bare `mjx.step` of the robot from the same worlds."""
+"""Throughput benchmarks: the env step against bare `mjx.step` of the robot from the same worlds
+(`bench env`), and a training iteration against its rollout alone (`bench train`).
+
+Envs and learners come from the run factory, the env loop from `mjxgap.env.vector`, so what is
+timed is what training and evaluation run.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,11 @@ import time
 import jax
 import jax.numpy as jnp
 
+from mjxgap.env import vector
+from mjxgap.env.wrappers import AutoReset
 from mjxgap.process import mjx
 from mjxgap.robot import load_robot
-from mjxgap.runs.factory import make_env
-from mjxgap.env.wrappers import AutoReset
+from mjxgap.runs.factory import check, make_env, make_trainer
 
 
 def _time_best(fn, arg, repeats: int) -> float:
@@ -47,8 +53,7 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
   zeros = jnp.zeros((num_envs, env.action_size))
 
   def env_rollout(s):
-    return jax.lax.scan(lambda s, _: (jax.vmap(wrapped.step)(s, zeros), None), s, None,
-                        length=steps)[0].pipeline_state.qpos
+    return vector.rollout(wrapped, s, lambda *_: zeros, steps)[0].pipeline_state.qpos
 
   t0 = time.perf_counter()
   env_fn = jax.jit(env_rollout).lower(state).compile()
@@ -84,7 +89,8 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
       "overhead": round(raw_sps / env.n_substeps / env_sps, 4),
       "compile_s": round(compile_s, 2),
       # per-env bytes of the batched model: only the randomized fields are per env
-      "bytes_per_env": sum(x.nbytes for x in jax.tree.leaves(state.info["model"])) // num_envs,
+      "bytes_per_env": sum(x.nbytes for x in jax.tree.leaves(state.info["episode"].model))
+      // num_envs,
       "device": str(jax.devices()[0].platform),
       "device_count": jax.device_count(),
   }
@@ -100,16 +106,15 @@ def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256
   """
   import dataclasses
 
-  from mjxgap.agent import config as ppo_config
-  from mjxgap.runs.training import make_trainer
+  from mjxgap.runs import config as run_config
 
-  base = ppo_config.preset(preset)
+  base = run_config.preset(preset)
   config = dataclasses.replace(base, robot=robot, task=task, dr=randomization, seed=seed,
                                actuator=actuator,
                                ppo=dataclasses.replace(base.ppo, num_envs=num_envs))
-  config.validate()
+  inputs = check(config)
   t_start = time.perf_counter()
-  trainer = make_trainer(config)
+  trainer = make_trainer(config, inputs.env(load_robot(config.robot)))
   state = trainer.init(seed)
   state, metrics = trainer.iteration(state)
   jax.block_until_ready(metrics)

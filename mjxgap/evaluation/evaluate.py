@@ -5,20 +5,43 @@ Each of `episodes` envs runs one full episode from its own reset; an episode end
 stand policy must beat, so a long survival proves learning and not a robot that stands by itself.
 An ADR run is evaluated over the ranges its curriculum had reached at that checkpoint, with no
 boundary evaluators (every episode samples the whole ranges).
+
+The env comes from the run factory (the run's, or under `--dr`/`--actuator`); the learner, built
+on the training env, only restores the checkpoint and gives the deterministic policy.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjxgap.env import vector
 from mjxgap.errors import UserError
 from mjxgap.runs import checkpoint
-from mjxgap.runs.training import load_config, make_trainer
+from mjxgap.robot import load_robot
+from mjxgap.runs.factory import check, env_for, make_trainer
+from mjxgap.runs.resume import load_config
+from mjxgap.sim import adr as adr_lib
+
+
+def _episode_totals(steps):
+  """Per env: return, length, falls and time-limit ends of the first episode, from the stacked
+  per-step `reward`, `done`, `fell` and `truncation` [steps, envs]."""
+  def add(carry, s):
+    alive, ret, length, fell, timed_out = carry
+    ret = ret + alive * s["reward"]
+    length = length + alive
+    fell = fell + alive * s["fell"]
+    timed_out = timed_out + alive * s["truncation"]
+    alive = alive * (1.0 - s["done"])
+    return (alive, ret, length, fell, timed_out), None
+
+  zeros = jnp.zeros(steps["reward"].shape[1:])
+  totals, _ = jax.lax.scan(add, (jnp.ones_like(zeros), zeros, zeros, zeros, zeros), steps)
+  return totals[1:]
 
 
 def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_003,
@@ -26,18 +49,17 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
              actuator: str | None = None) -> dict:
   """Mean return, length and fall rate of `episodes` episodes with the deterministic policy."""
   run_dir = pathlib.Path(run_dir)
-  config = load_config(run_dir)
+  config = load_config(run_dir, validate=False)
+  inputs = check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
-  eval_config = dataclasses.replace(config, dr=dr or config.dr,
-                                    actuator=actuator or config.actuator)
-  trainer = make_trainer(config)  # the trained state's shapes come from the training env
-  if (eval_config.dr, eval_config.actuator) != (config.dr, config.actuator):
-    env = make_trainer(eval_config).env.env
-  else:
-    env = trainer.env.env  # without auto-reset: one episode per env
+  train_env = inputs.env(load_robot(config.robot))  # the trained state's shapes come from it
+  eval_dr, eval_actuator = dr or config.dr, actuator or config.actuator
+  env = (train_env if (eval_dr, eval_actuator) == (config.dr, config.actuator)
+         else env_for(config, eval_dr, eval_actuator))  # without auto-reset: one episode each
+  trainer = make_trainer(config, train_env)
   iteration, adr_ranges, host_state = None, None, None
-  if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):
+  if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):  # ADR:
     host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
     iteration = meta["iteration"]
   if policy == "trained":
@@ -45,32 +67,25 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   else:
     act = lambda obs: jnp.zeros(obs.shape[:-1] + (env.action_size,))
   reset = env.reset
-  if env.adr is not None and host_state is not None and "adr" in host_state.curriculum:
-    adr = host_state.curriculum["adr"]
+  # ADR: the ranges the curriculum reached at the checkpoint, every episode over all of them
+  if (env.adr is not None and host_state is not None
+      and isinstance(host_state.curriculum, adr_lib.ADRState)):
+    adr = host_state.curriculum
     adr_ranges = {p.name: [float(lo), float(hi)]
                   for p, lo, hi in zip(env.adr.params, adr.low, adr.high)}
-    reset = lambda key: env.reset(key, env.adr_ranges(adr.low, adr.high, 0.0))
+    level = adr_lib.level(env.adr, adr, boundary_prob=0.0)
+    reset = lambda key: env.reset(key, level)
 
   def run(key):
     state = jax.vmap(reset)(jax.random.split(key, episodes))
-    evaluators = (jnp.sum(state.info["adr"]["param"] >= 0) if "adr" in state.info
-                  else jnp.zeros((), jnp.int32))
-
-    def body(carry, _):
-      s, alive, ret, length, fell, timed_out = carry
-      nxt = jax.vmap(env.step)(s, act(s.obs["state"]))
-      ret = ret + alive * nxt.reward
-      length = length + alive
-      fell = fell + alive * nxt.metrics["fell"]
-      timed_out = timed_out + alive * nxt.info["truncation"]
-      alive = alive * (1.0 - nxt.done)
-      return (nxt, alive, ret, length, fell, timed_out), None
-
-    zeros = jnp.zeros(episodes)
-    carry = (state, jnp.ones(episodes), zeros, zeros, zeros, zeros)
-    (_, _, ret, length, fell, timed_out), _ = jax.lax.scan(body, carry, None,
-                                                            length=env.episode_steps)
-    return ret, length, fell, timed_out, evaluators
+    role = state.info["episode"].adr  # ADR: the episodes evaluating a bound (none expected)
+    evaluators = jnp.zeros((), jnp.int32) if role is None else jnp.sum(role.param >= 0)
+    _, steps = vector.rollout(
+        env, state, lambda s, _: act(s.obs["state"]), env.episode_steps,
+        record=lambda _, nxt, __: {"reward": nxt.reward, "done": nxt.done,
+                                   "fell": nxt.metrics["fell"],
+                                   "truncation": nxt.info["truncation"]})
+    return (*_episode_totals(steps), evaluators)
 
   ret, length, fell, timed_out, evaluators = map(np.asarray,
                                                  jax.jit(run)(jax.random.PRNGKey(seed)))
@@ -80,8 +95,8 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       "iteration": iteration,
       "robot": config.robot,
       "task": config.task,
-      "dr": eval_config.dr,
-      "actuator": eval_config.actuator,
+      "dr": eval_dr,
+      "actuator": eval_actuator,
       "episodes": episodes,
       "max_episode_length": env.episode_steps,
       "episode_return": float(ret.mean()),

@@ -1,4 +1,9 @@
-"""A randomized rollout: random actions in many worlds, summarised as plain numbers."""
+"""A randomized rollout: random actions in many worlds, summarised as plain numbers.
+
+`mjxgap rollout`: a quick look at a robot, task, randomization and actuator before training
+(does it fall, does the physics diverge, what does a step return), with the env from the run
+factory and the loop of `mjxgap.env.vector`.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjxgap.env import vector
+from mjxgap.env.wrappers import AutoReset
 from mjxgap.robot import load_robot
 from mjxgap.runs.factory import make_env
-from mjxgap.env.wrappers import AutoReset
 
 
 def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 64,
@@ -21,18 +27,18 @@ def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 
   env = AutoReset(make_env(task, rb, randomization=randomization, actuator=actuator))
   steps = max(1, int(round(seconds / env.dt)))
   key, k_reset = jax.random.split(jax.random.PRNGKey(seed))
-  state = jax.vmap(env.reset)(jax.random.split(k_reset, num_envs))
+  state = vector.reset(env, k_reset, num_envs)
 
-  def one_step(carry, key):
-    s = carry
-    a = jnp.clip(action_std * jax.random.normal(key, (num_envs, env.action_size)), -1.0, 1.0)
-    s = jax.vmap(env.step)(s, a)
+  def random_actions(_, key):
+    return jnp.clip(action_std * jax.random.normal(key, (num_envs, env.action_size)), -1.0, 1.0)
+
+  def record(_, s, __):
     fin = s.info["final_episode_metrics"]
-    return s, {"reward": s.reward, "done": s.done, "fell": s.metrics["fell"],
-               "nan": s.metrics["nan"], "height": s.pipeline_state.qpos[:, 2],
-               "return": fin["return"], "length": fin["length"]}
+    return {"reward": s.reward, "done": s.done, "fell": s.metrics["fell"],
+            "nan": s.metrics["nan"], "height": s.pipeline_state.qpos[:, 2],
+            "return": fin["return"], "length": fin["length"]}
 
-  run = jax.jit(lambda s, k: jax.lax.scan(one_step, s, jax.random.split(k, steps)))
+  run = jax.jit(lambda s, k: vector.rollout(env, s, random_actions, steps, record, key=k))
   t0 = time.perf_counter()
   compiled = run.lower(state, key).compile()
   compile_s = time.perf_counter() - t0

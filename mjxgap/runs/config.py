@@ -33,7 +33,9 @@ class TrainConfig:
   time_limit_s: float = 0.0  # wall-clock budget of one train call (0: none); stops with a checkpoint
   preset: str = "custom"
 
-  def validate(self) -> None:
+  def check_fields(self) -> None:
+    """The numbers and the learner's settings; not the strings naming the robot, task,
+    randomization and actuator (`validate`)."""
     if self.total_steps < 1:
       raise UserError(f"total_steps must be >= 1, got {self.total_steps}")
     if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
@@ -41,16 +43,13 @@ class TrainConfig:
     if not self.time_limit_s >= 0:
       raise UserError(f"time_limit_s must be >= 0, got {self.time_limit_s}")
     self.ppo.validate()
-    from mjxgap.sim.randomization import preset as randomization
-    from mjxgap.runs.factory import task_config
 
-    task_config(self.task, self.task_overrides)
-    randomization(self.dr).validate()
-    from mjxgap.sim.actuators import models as actuators
+  def validate(self) -> None:
+    """Every field: `check_fields`, then the task, randomization and actuator, read by the run
+    factory (`mjxgap.runs.factory.check`) as they will be when the env is built."""
+    from mjxgap.runs.factory import check
 
-    kind, arg = actuators.parse(self.actuator)
-    if kind == "net":
-      actuators.load_net(arg)
+    check(self)
 
   @property
   def steps_per_iteration(self) -> int:

@@ -1,15 +1,33 @@
-"""Building a task environment by name for a robot, with config overrides."""
+"""Where a run's configuration strings become objects: the one env factory.
+
+A run names its robot, task (with overrides), randomization and actuator as strings (`TrainConfig`,
+the command line). They are read here and nowhere else: `inputs` parses and checks the task,
+randomization and actuator; `env_for` adds the robot and builds the env; `make_trainer` wraps
+that env in a learner. Training, evaluation, export, benchmarks and the experiments all get their
+env here, so a config string means the same thing everywhere and an invalid one fails in one
+place with one message.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+import os
+import pathlib
+from typing import TYPE_CHECKING, Any, Mapping
 
-from mjxgap.errors import UserError
 from mjxgap.env.locomotion import LocomotionEnv
 from mjxgap.env.task import TaskConfig
-from mjxgap.sim.randomization import DomainRandomization, preset
-from mjxgap.robot import Robot
+from mjxgap.errors import UserError
+from mjxgap.robot import Robot, load_robot
+from mjxgap.sim.actuators import models as actuator_models
+from mjxgap.sim.actuators.net import load_net
+from mjxgap.sim.presets import PRESETS as RANDOMIZATION_PRESETS
+from mjxgap.sim.randomization import DomainRandomization
+from mjxgap.sim.spec_file import preset as randomization_preset
+
+if TYPE_CHECKING:
+  from mjxgap.agent.trainer import Trainer
+  from mjxgap.runs.config import TrainConfig
 
 
 def task_names() -> list[str]:
@@ -35,10 +53,114 @@ def task_config(task: str, overrides: Mapping[str, Any] | None = None) -> TaskCo
   return config
 
 
+def randomization(spec: str | DomainRandomization) -> DomainRandomization:
+  """A preset name or a .json file as a checked `DomainRandomization` (an object passes as is,
+  checked)."""
+  dr = randomization_preset(spec) if isinstance(spec, str) else spec
+  dr.validate()
+  return dr
+
+
+def randomization_file(spec: str) -> pathlib.Path | None:
+  """The file a randomization string names; None for a preset."""
+  return None if spec in RANDOMIZATION_PRESETS else pathlib.Path(spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActuatorChoice:
+  """An `--actuator` string, parsed: `pd`, `dcmotor[:field=value,...]` or `net:DIR`."""
+
+  text: str  # as given: what the env builds its model from and config.json keeps
+  kind: str  # pd | dcmotor | net
+  arg: str | None  # the dcmotor options or the network folder
+
+  @property
+  def net_dir(self) -> pathlib.Path | None:
+    """The actuator network's folder; None for `pd` and `dcmotor`."""
+    return pathlib.Path(self.arg) if self.kind == "net" else None
+
+  def absolute(self) -> str:
+    """The string with a network folder named by its absolute path."""
+    return f"net:{os.path.abspath(self.arg)}" if self.kind == "net" else self.text
+
+
+def parse_actuator(text: str) -> ActuatorChoice:
+  """The actuator string's kind and argument, checked; a network's files are not read."""
+  kind, arg = actuator_models.parse(text)
+  return ActuatorChoice(text, kind, arg)
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+  """A run's task, randomization and actuator, parsed and checked: all but the robot."""
+
+  task: TaskConfig
+  randomization: DomainRandomization
+  actuator: ActuatorChoice
+
+  def env(self, robot: Robot) -> LocomotionEnv:
+    """The env on `robot`, its actuator model built for it (None: MuJoCo's own PD)."""
+    return LocomotionEnv(robot, self.task, self.randomization,
+                         actuator_models.build(self.actuator.kind, self.actuator.arg, robot))
+
+
+def inputs(task: str, overrides: Mapping[str, Any] | None = None,
+           dr: str | DomainRandomization = "none", actuator: str = "pd") -> Inputs:
+  """The strings as objects; an actuator network must be readable (`load_net`)."""
+  task_cfg = task_config(task, overrides)
+  dr_spec = randomization(dr)
+  choice = parse_actuator(actuator)
+  if choice.net_dir is not None:
+    load_net(choice.net_dir)
+  return Inputs(task_cfg, dr_spec, choice)
+
+
+def check(config: TrainConfig, dr: str | None = None, actuator: str | None = None) -> Inputs:
+  """Checks the whole config (`dr`/`actuator` replace the config's) and returns its inputs."""
+  config.check_fields()
+  return inputs(config.task, config.task_overrides, dr or config.dr, actuator or config.actuator)
+
+
 def make_env(task: str, robot: Robot, overrides: Mapping[str, Any] | None = None,
              randomization: str | DomainRandomization = "none",
              actuator: str = "pd") -> LocomotionEnv:
   """The task's env; `randomization` is a preset name, a .json file, or a DomainRandomization;
   `actuator` is `pd`, `dcmotor` or `net:DIR` (`mjxgap.sim.actuators.models`)."""
-  dr = preset(randomization) if isinstance(randomization, str) else randomization
-  return LocomotionEnv(robot, task_config(task, overrides), dr, actuator)
+  return inputs(task, overrides, randomization, actuator).env(robot)
+
+
+def env_for(config: TrainConfig, dr: str | None = None, actuator: str | None = None
+            ) -> LocomotionEnv:
+  """The run's env (checked first), under randomization `dr` and actuator `actuator` if given
+  (an evaluation's), else the run's own: the env evaluation, export and benchmarks roll out."""
+  return check(config, dr, actuator).env(load_robot(config.robot))
+
+
+def make_curriculum(env: LocomotionEnv):
+  """The env's curriculum for the trainer: ADR if its randomization has one, else None."""
+  from mjxgap.agent.curriculum import ADRCurriculum
+
+  return None if env.adr is None else ADRCurriculum(env.adr)  # ADR:
+
+
+def make_trainer(config: TrainConfig, env: LocomotionEnv | None = None) -> Trainer:
+  """The run's learner on `env` (default: `env_for(config)`, the training env), with the env's
+  curriculum."""
+  from mjxgap.agent.trainer import Trainer
+
+  env = env if env is not None else env_for(config)
+  return Trainer(env, config.ppo, config.total_steps, curriculum=make_curriculum(env))
+
+
+def with_absolute_paths(config: TrainConfig) -> TrainConfig:
+  """The config with every file it names (robot, randomization, actuator network) given by its
+  absolute path, so `eval` or `--resume` run from another folder still find them."""
+  absolute = {k: os.path.abspath(getattr(config, k)) for k in ("robot", "dr")
+              if os.path.isfile(getattr(config, k))}
+  try:
+    choice = parse_actuator(config.actuator)
+  except UserError:  # left as given: `check` reports it in its turn
+    choice = None
+  if choice is not None and choice.net_dir is not None:
+    absolute["actuator"] = choice.absolute()
+  return dataclasses.replace(config, **absolute)

@@ -195,3 +195,35 @@ def update(config: ADRConfig, state: ADRState, assignment: Assignment, finished:
 def entropy(state: ADRState, min_width: float = 1e-6) -> jax.Array:
   """Mean log range width, nats per dimension (zero-width ranges count as `min_width`)."""
   return jnp.mean(jnp.log(jnp.maximum(state.high - state.low, min_width)))
+
+
+class Level(NamedTuple):
+  """What an episode reset draws from: the curriculum's current ranges [P] and the fraction of
+  episodes that evaluate a bound (0 in evaluation: every episode samples the whole ranges)."""
+  low: jax.Array
+  high: jax.Array
+  boundary_prob: jax.Array
+
+
+class Role(NamedTuple):
+  """One episode's part in the curriculum: the bound it evaluates (`param` NOT_EVALUATING for
+  none, `side`) and the value it pinned there (meaningless for non-evaluators)."""
+  param: jax.Array  # int32
+  side: jax.Array  # int32
+  value: jax.Array
+
+
+def level(config: ADRConfig, state: ADRState, boundary_prob: float | None = None) -> Level:
+  """The `Level` of `state`: its ranges, with the config's evaluator fraction by default."""
+  prob = config.boundary_prob if boundary_prob is None else boundary_prob
+  return Level(jnp.asarray(state.low, jnp.float32), jnp.asarray(state.high, jnp.float32),
+               jnp.asarray(prob, jnp.float32))
+
+
+def draw_role(config: ADRConfig, key: jax.Array, lvl: Level
+              ) -> tuple[jax.Array, jax.Array, Role]:
+  """One episode's role and the [P] low and high it draws its values from."""
+  assignment = assign(config, key, lvl.boundary_prob)
+  low, high = episode_ranges(lvl.low, lvl.high, assignment)
+  return low, high, Role(assignment.param, assignment.side,
+                         pinned_value(lvl.low, lvl.high, assignment))

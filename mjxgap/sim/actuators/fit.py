@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mjxgap.sim.actuators.models import NetSpec, net_apply, nets_apply
 from mjxgap.errors import UserError
-from mjxgap.sim.actuators.logs import MotorLog
 from mjxgap.robot import Robot
+from mjxgap.sim.actuators.logs import MotorLog
+from mjxgap.sim.actuators.net import NetSpec, net_apply, nets_apply
 
 SPLITS = (0.70, 0.85)  # train | validation | held out, by time
 

@@ -17,8 +17,8 @@ import dataclasses
 import mujoco
 import numpy as np
 
-from mjxgap.sim.actuators.models import torque_speed_limits
 from mjxgap.robot import Robot
+from mjxgap.sim.actuators.models import torque_speed_limits
 
 
 @dataclasses.dataclass(frozen=True)

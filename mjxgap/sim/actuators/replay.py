@@ -14,11 +14,11 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from mjxgap.sim.actuators import models as actuators
-from mjxgap.process import mjx
 from mjxgap.errors import UserError
-from mjxgap.sim.actuators.logs import MotorLog
+from mjxgap.process import mjx
 from mjxgap.robot import Robot
+from mjxgap.sim.actuators import models as actuators
+from mjxgap.sim.actuators.logs import MotorLog
 
 
 def replay(robot: Robot, actuator: str, log: MotorLog, start_s: float, seconds: float) -> dict:

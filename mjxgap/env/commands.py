@@ -1,0 +1,28 @@
+"""Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (all
+zero with probability `zero_command_prob`), resampled every `command_resample_s`."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+class Commands:
+  """The command sampler of one task (`TaskConfig`)."""
+
+  def __init__(self, config):
+    self._low = jnp.asarray([r[0] for r in config.command_ranges], jnp.float32)
+    self._high = jnp.asarray([r[1] for r in config.command_ranges], jnp.float32)
+    self._zero_prob = config.zero_command_prob
+    self._every = int(round(config.command_resample_s / config.ctrl_dt))  # 0: once per episode
+
+  def sample(self, key: jax.Array) -> jax.Array:
+    k_value, k_zero = jax.random.split(key)
+    command = jax.random.uniform(k_value, (3,), minval=self._low, maxval=self._high)
+    return jnp.where(jax.random.uniform(k_zero) < self._zero_prob, 0.0, command)
+
+  def at_step(self, step: jax.Array, command: jax.Array, key: jax.Array) -> jax.Array:
+    """The command of control step `step` (a new one at every resampling step)."""
+    if self._every <= 0:
+      return command
+    return jnp.where(step % self._every == 0, self.sample(key), command)

@@ -1,0 +1,90 @@
+"""Reading a run's saved config and deciding whether a requested config may continue it.
+
+`RUN/config.json` is the resolved `TrainConfig`; every checkpoint also keeps the fingerprints of
+the files the config names (`fingerprints`), so `--resume` compares a randomization file or an
+actuator network by contents, not by path, and refuses (`check_resumable`) any change that the
+saved state or its counters could not continue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+
+from mjxgap.errors import UserError
+from mjxgap.runs import factory
+from mjxgap.runs.config import TrainConfig, from_dict
+from mjxgap.sim.actuators.net import NET_FILES
+
+# Fields a resumed run cannot change: they define the env, the shapes of the saved state, what
+# the network has learned to see, or what the counters and the schedule in the state mean
+# (env steps per iteration; the learning-rate line). `dr` and `actuator` are compared by
+# contents (`fingerprints`). Free: total_steps (extends), the learner's other hyperparameters,
+# checkpointing, and seed (it only draws the initial state; the state carries its RNG).
+INCOMPATIBLE = ("robot", "task", "task_overrides", "ppo.num_envs", "ppo.unroll_length",
+                "ppo.actor_hidden", "ppo.critic_hidden", "ppo.activation",
+                "ppo.normalize_observations", "ppo.lr_schedule")
+
+
+def _get(config: TrainConfig, dotted: str):
+  head, _, rest = dotted.partition(".")
+  return getattr(getattr(config, head), rest) if rest else getattr(config, head)
+
+
+def load_config(run_dir: pathlib.Path, validate: bool = True) -> TrainConfig:
+  """The run's config.json; `validate=False` does not need its files (a moved --dr file)."""
+  path = run_dir / "config.json"
+  if not path.is_file():
+    raise UserError(f"{run_dir}: not a training run (no config.json)")
+  try:
+    data = json.loads(path.read_text())
+  except (OSError, json.JSONDecodeError) as e:
+    raise UserError(f"{path}: unreadable JSON ({e})") from None
+  if not isinstance(data, dict):
+    raise UserError(f"{path}: expected a JSON object")
+  config = from_dict(data, str(path))
+  if validate:
+    config.validate()
+  return config
+
+
+def _sha256(paths: list[pathlib.Path]) -> str:
+  """The files' contents, in order, not their names."""
+  h = hashlib.sha256()
+  for p in paths:
+    data = p.read_bytes()
+    h.update(len(data).to_bytes(8, "little") + data)
+  return "sha256:" + h.hexdigest()
+
+
+def fingerprints(config: TrainConfig) -> dict[str, str]:
+  """What `dr` and `actuator` stand for: a preset or option string as is; a randomization file
+  or an actuator network folder by the SHA-256 of its contents, so a moved copy is the same
+  input and an edited file is not. Stored in every checkpoint's metadata."""
+  dr_file = factory.randomization_file(config.dr)
+  net_dir = factory.parse_actuator(config.actuator).net_dir
+  return {"dr": config.dr if dr_file is None else _sha256([dr_file]),
+          "actuator": config.actuator if net_dir is None else
+          "net:" + _sha256([net_dir / name for name in NET_FILES])}
+
+
+def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.Path,
+                    saved_inputs: dict[str, str]) -> None:
+  """Refuses (UserError, one line) a requested config that cannot continue the saved state.
+  `requested` has been validated (its files exist)."""
+  def refuse(field, a, b, why=""):
+    raise UserError(f"--resume {where}: incompatible config: {field} was {a!r}, now {b!r}{why}")
+
+  for field in INCOMPATIBLE:
+    a, b = _get(saved, field), _get(requested, field)
+    if json.dumps(a, sort_keys=True, default=list) != json.dumps(b, sort_keys=True, default=list):
+      refuse(field, a, b)
+  now = fingerprints(requested)
+  for field in ("dr", "actuator"):
+    if saved_inputs.get(field) != now[field]:
+      a, b = getattr(saved, field), getattr(requested, field)
+      refuse(field, a, b, " (its contents changed)" if a == b else " (compared by contents)")
+  if saved.ppo.lr_schedule == "linear" and saved.ppo.learning_rate != requested.ppo.learning_rate:
+    refuse("ppo.learning_rate", saved.ppo.learning_rate, requested.ppo.learning_rate,
+           " (a linear schedule continues from the rate in the checkpoint)")

@@ -1,0 +1,89 @@
+"""Named randomization presets: the published humanoid ranges, and the default ADR curriculum.
+
+`none`, `physics`, `nominal_dr`, `adr` and `wide`, each a function returning a fresh
+`DomainRandomization`; ranges from published humanoid stacks (FIELD_NOTES: Playground,
+Humanoid-Gym, Isaac Lab), in one table so the nominal and wide presets stay in step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mjxgap.sim.adr_binding import with_adr
+from mjxgap.sim.randomization import DomainRandomization, ParamSpec
+
+NOMINAL_NOISE = (("gyro", 0.2), ("projected_gravity", 0.05), ("joint_pos", 0.01),
+                 ("joint_vel", 1.5))
+
+
+# name, kind, nominal_dr range, wide range, options. Ranges from published humanoid stacks
+# (FIELD_NOTES: Playground, Humanoid-Gym, Isaac Lab); `wide` takes the widest seen.
+_PHYSICS_RANGES = (
+    ("friction", "friction", (0.4, 1.0), (0.1, 2.0), {"operation": "set"}),
+    ("link_mass", "link_mass", (0.9, 1.1), (0.8, 1.2), {}),
+    ("torso_added_mass", "added_mass", (-1.0, 1.0), (-3.0, 5.0), {"operation": "add"}),
+    ("torso_com", "com_offset", (-0.02, 0.02), (-0.08, 0.08), {"operation": "add"}),
+    ("armature", "armature", (1.0, 1.05), (1.0, 1.2), {}),
+    ("damping", "damping", (0.5, 2.0), (0.3, 3.0), {"distribution": "loguniform"}),
+    ("frictionloss", "frictionloss", (0.5, 2.0), (0.3, 3.0), {"distribution": "loguniform"}),
+    ("kp", "kp", (0.9, 1.1), (0.75, 1.25), {}),
+    ("kd", "kd", (0.9, 1.1), (0.75, 1.25), {}),
+    ("motor_strength", "motor_strength", (0.9, 1.1), (0.8, 1.2), {}),
+    ("default_pose", "default_pose", (-0.02, 0.02), (-0.05, 0.05), {"operation": "add"}),
+)
+
+
+def nominal_dr() -> tuple[ParamSpec, ...]:
+  """Ranges of published humanoid stacks."""
+  return tuple(ParamSpec(n, k, *r, **o) for n, k, r, _, o in _PHYSICS_RANGES)
+
+
+def wide_dr() -> tuple[ParamSpec, ...]:
+  """The widest ranges seen in published stacks; friction drawn log-uniformly over 20x."""
+  return tuple(ParamSpec(n, k, *w, **(o | {"distribution": "loguniform"} if k == "friction"
+                                      else o)) for n, k, _, w, o in _PHYSICS_RANGES)
+
+
+PRESETS = {
+    "none": lambda: DomainRandomization(),
+    "physics": lambda: DomainRandomization(params=nominal_dr()),
+    "nominal_dr": lambda: DomainRandomization(
+        params=nominal_dr(), action_delay_ms=(0.0, 20.0), obs_delay_ms=(0.0, 8.0),
+        delay_jitter_ms=2.0, obs_noise=NOMINAL_NOISE, push_velocity_mps=(0.1, 1.0),
+        push_interval_s=(5.0, 15.0)),
+    "adr": lambda: default_adr(),
+    "wide": lambda: DomainRandomization(
+        params=wide_dr(), action_delay_ms=(0.0, 40.0), obs_delay_ms=(0.0, 20.0),
+        delay_jitter_ms=4.0, obs_noise=tuple((k, 1.5 * v) for k, v in NOMINAL_NOISE),
+        push_velocity_mps=(0.1, 2.0), push_interval_s=(5.0, 15.0)),
+}
+
+
+# item -> ADR settings of the default humanoid curriculum. Hard limits: the `wide` preset's
+# ranges; each reachable from nominal in about ten steps. Friction becomes a factor on the
+# robot's own friction (0.125-2.5 x, multiplicative steps of 25%), so "nominal" means the
+# robot as modelled whatever its friction.
+DEFAULT_ADR = {
+    "friction": {"multiplicative": True, "delta": 0.25, "hard_low": 0.125, "hard_high": 2.5},
+    "link_mass": {"delta": 0.02, "hard_low": 0.8, "hard_high": 1.2},
+    "kp": {"delta": 0.025, "hard_low": 0.75, "hard_high": 1.25},
+    "kd": {"delta": 0.025, "hard_low": 0.75, "hard_high": 1.25},
+    "motor_strength": {"delta": 0.02, "hard_low": 0.8, "hard_high": 1.2},
+    "action_delay_ms": {"delta": 4.0, "hard_low": 0.0, "hard_high": 40.0},
+    "obs_delay_ms": {"delta": 2.0, "hard_low": 0.0, "hard_high": 20.0},
+    "push_velocity_mps": {"delta": 0.2, "hard_low": 0.0, "hard_high": 2.0},
+}
+
+
+def default_adr() -> DomainRandomization:
+  """`nominal_dr` with ADR on friction, link mass, kp, kd, motor strength, both delays and push
+  magnitude (the other items stay at `nominal_dr`'s fixed ranges); success = the task's
+  performance measure, widen at >= 0.8, narrow at <= 0.3, buffers of 16 episodes (enough to
+  move on a 256-env CPU run; raise with thousands of envs), half the episodes evaluate."""
+  base = PRESETS["nominal_dr"]()
+  base = dataclasses.replace(base, params=tuple(
+      dataclasses.replace(p, operation="scale", distribution="uniform") if p.name == "friction"
+      else p for p in base.params))
+  return with_adr(base, {"t_low": 0.3, "t_high": 0.8, "buffer_size": 16, "boundary_prob": 0.5,
+                         "params": DEFAULT_ADR}, "preset adr")
+

@@ -1,0 +1,149 @@
+"""The deploy boundary's shared definitions (`mjxgap.contract`), pinned on both sides.
+
+Training calls the contract with jax.numpy, the robot-side runtime, `mjxgap play` and the export
+with numpy: each function is checked with both array modules against a reference that shares no
+code with it (MuJoCo's own quaternion rotation, Flax's activations as training used them before,
+a numpy normaliser, hand-computed fall cases). Fast: no env is built.
+"""
+
+import math
+import subprocess
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+from mjxgap import contract
+
+
+def test_runtime_imports_no_jax_or_mujoco():
+  code = ("import mjxgap.deploy.runtime, sys; print(sorted(m for m in sys.modules "
+          "if m.split('.')[0] in ('jax', 'jaxlib', 'mujoco', 'flax')))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       check=True)
+  assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_runtime_and_play_use_the_contract():
+  from mjxgap.deploy import play, runtime
+
+  assert runtime.contract is contract and play.contract is contract
+  q, v = np.array([0.9, 0.1, -0.3, 0.2]), np.array([0.3, -1.2, 0.7])
+  q /= np.linalg.norm(q)
+  np.testing.assert_array_equal(runtime.rotate_inverse(q, v), contract.rotate_inverse(q, v, np))
+
+
+def _mujoco_rotate_inverse(q, v):
+  """R(q)^T v by MuJoCo: v rotated by the conjugate quaternion."""
+  conj, out = np.zeros(4), np.zeros(3)
+  mujoco.mju_negQuat(conj, q)
+  mujoco.mju_rotVecQuat(out, np.asarray(v, np.float64), conj)
+  return out
+
+
+def test_rotate_inverse_matches_mujoco_in_numpy_and_jax():
+  rng = np.random.default_rng(0)
+  quats = rng.normal(size=(200, 4))
+  quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+  vecs = rng.normal(size=(200, 3)) * 3
+  ref = np.stack([_mujoco_rotate_inverse(q, v) for q, v in zip(quats, vecs)])
+  got_np = np.stack([contract.rotate_inverse(q, v, np) for q, v in zip(quats, vecs)])
+  np.testing.assert_allclose(got_np, ref, rtol=0, atol=1e-12)
+  env_side = jax.jit(jax.vmap(lambda q, v: contract.rotate_inverse(q, v, jnp)))
+  got_jnp = np.asarray(env_side(jnp.asarray(quats, jnp.float32), jnp.asarray(vecs, jnp.float32)))
+  np.testing.assert_allclose(got_jnp, ref, rtol=0, atol=1e-5)
+  # projected gravity of a base pitched 90 degrees nose down about y: gravity along base +x
+  q = np.array([math.cos(math.pi / 4), 0.0, math.sin(math.pi / 4), 0.0])
+  np.testing.assert_allclose(contract.rotate_inverse(q, [0.0, 0.0, -1.0], np), [1.0, 0.0, 0.0],
+                             atol=1e-15)
+
+
+@pytest.mark.parametrize("height,gz,fell", [
+    (0.399, -1.0, True),  # just below the fall height, upright
+    (0.401, -1.0, False),  # just above
+    (0.8, -math.cos(0.7) + 1e-6, True),  # tilted just past max_tilt
+    (0.8, -math.cos(0.7) - 1e-6, False),  # just under
+    (0.8, -math.cos(0.71), True),
+    (0.8, -math.cos(0.69), False),
+    (0.1, 0.5, True),  # both
+])
+def test_fallen_hand_computed_cases(height, gz, fell):
+  fall_height, max_tilt = 0.4, 0.7
+  assert bool(contract.fallen(np.float64(height), np.float64(gz), fall_height, max_tilt, np)) \
+      is fell
+  assert bool(contract.fallen(jnp.float32(height), jnp.float32(gz), fall_height, max_tilt, jnp)) \
+      is fell
+  assert bool(contract.fallen(height, gz, fall_height, jnp.float32(max_tilt), jnp)) is fell
+
+
+_FLAX = {"elu": nn.elu, "tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
+
+
+@pytest.mark.parametrize("name", contract.ACTIVATIONS)
+def test_activations_match_flax_and_numpy(name):
+  """What training used before (Flax's nn.*), value and derivative, and the numpy side."""
+  assert set(_FLAX) == set(contract.ACTIVATIONS)
+  x = np.concatenate([np.linspace(-120, 120, 20001), [0.0, -0.0, 1e-30, -1e-30, np.inf,
+                                                        -np.inf]]).astype(np.float32)
+  ref = np.asarray(jax.jit(_FLAX[name])(x))
+  got_jnp = np.asarray(jax.jit(lambda v: contract.activation(name, v, jnp))(x))
+  with np.errstate(over="ignore", invalid="ignore"):  # at +-inf, as numpy always warns
+    got_np = contract.activation(name, x, np)
+  assert got_jnp.dtype == got_np.dtype == np.float32
+  np.testing.assert_allclose(got_jnp, ref, rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(got_np, ref, rtol=1e-6, atol=1e-7)
+  if name != "swish":  # the same expressions as jax.nn's: bit-identical under JAX
+    np.testing.assert_array_equal(got_jnp, ref)
+  grad = lambda f: np.asarray(jax.jit(jax.vmap(jax.grad(f)))(x[:-2]))  # noqa: E731
+  g_ref, g_got = grad(_FLAX[name]), grad(lambda v: contract.activation(name, v, jnp))
+  assert np.all(np.isfinite(g_got))
+  np.testing.assert_allclose(g_got, g_ref, rtol=0, atol=2e-6)
+  nan = np.float32(np.nan)
+  assert np.isnan(contract.activation(name, jnp.asarray(nan), jnp))  # a NaN is not hidden
+  assert np.isnan(contract.activation(name, nan, np))
+  with pytest.raises(ValueError, match="unknown activation"):
+    contract.activation("gelu", x, np)
+
+
+def test_network_applies_the_contract_activation_with_unchanged_parameter_names():
+  from mjxgap.agent import networks
+
+  actor = networks.make_actor(2, (8, 8), "tanh")
+  obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+  params = actor.init(jax.random.PRNGKey(0), obs)
+  p = params["params"]
+  assert sorted(p) == ["hidden_0", "hidden_1", "out"]
+  x = obs
+  for k in ("hidden_0", "hidden_1"):
+    x = np.tanh(x @ np.asarray(p[k]["kernel"]) + np.asarray(p[k]["bias"]))
+  x = x @ np.asarray(p["out"]["kernel"]) + np.asarray(p["out"]["bias"])
+  np.testing.assert_allclose(actor.apply(params, obs), x, rtol=1e-5, atol=1e-6)
+
+
+def test_normalizer_is_the_contract_normalisation():
+  from mjxgap.agent import normalizer as norm
+
+  rng = np.random.default_rng(3)
+  data = (rng.normal(size=(500, 4)) * [0.001, 1.0, 5.0, 50.0] + [0.0, 2.0, -1.0, 10.0])
+  stats = norm.update(norm.init(4), jnp.asarray(data, jnp.float32))
+  x = np.concatenate([data[:20], [[0.5, 40.0, -60.0, 10.0]]]).astype(np.float32)
+  mean, var = data.mean(0), data.var(0)
+  ref = np.clip((x - mean) / np.sqrt(var + 1e-6), -10.0, 10.0)
+  got = np.asarray(norm.normalize(stats, jnp.asarray(x)))
+  np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-3)
+  assert np.abs(got).max() == 10.0  # the clip is reached
+  # before any data: the identity, still clipped
+  np.testing.assert_array_equal(norm.normalize(norm.init(4), jnp.asarray(x)),
+                                np.clip(x, -10.0, 10.0))
+  assert (contract.OBS_CLIP, contract.OBS_EPS) == (10.0, 1e-6)
+
+
+def test_export_bakes_the_contract_constants():
+  from mjxgap.deploy import export
+
+  assert getattr(export, "OBS_CLIP", contract.OBS_CLIP) == contract.OBS_CLIP
+  assert getattr(export, "OBS_EPS", contract.OBS_EPS) == contract.OBS_EPS
