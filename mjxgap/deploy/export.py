@@ -143,7 +143,7 @@ def weights_arrays(policy: ExportedPolicy) -> dict[str, np.ndarray]:
   return out
 
 
-def adr_ranges(env, curriculum) -> dict | None:  # ADR: reads env.adr and the ADRState
+def adr_ranges(env, curriculum) -> dict | None:
   """Per ADR item: the range the curriculum had reached (`curriculum`, the checkpoint's
   `ADRState`) and its hard limits; None for a run without ADR."""
   from mjxgap.sim.adr import ADRState
@@ -203,7 +203,7 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
                        "action_delay_ms": list(dr.action_delay_ms),
                        "obs_delay_ms": list(dr.obs_delay_ms),
                        "delay_jitter_ms": dr.delay_jitter_ms,
-                       "adr": adr_ranges(env, curriculum)},  # ADR:
+                       "adr": adr_ranges(env, curriculum)},
   }
 
 

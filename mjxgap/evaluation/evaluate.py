@@ -59,7 +59,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
          else env_for(config, eval_dr, eval_actuator))  # without auto-reset: one episode each
   trainer = make_trainer(config, train_env)
   iteration, adr_ranges, host_state = None, None, None
-  if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):  # ADR:
+  if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):
     host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
     iteration = meta["iteration"]
   if policy == "trained":
@@ -67,7 +67,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   else:
     act = lambda obs: jnp.zeros(obs.shape[:-1] + (env.action_size,))
   reset = env.reset
-  # ADR: the ranges the curriculum reached at the checkpoint, every episode over all of them
+  # the ranges the curriculum reached at the checkpoint, every episode over all of them
   if (env.adr is not None and host_state is not None
       and isinstance(host_state.curriculum, adr_lib.ADRState)):
     adr = host_state.curriculum
@@ -78,7 +78,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
 
   def run(key):
     state = jax.vmap(reset)(jax.random.split(key, episodes))
-    role = state.info["episode"].adr  # ADR: the episodes evaluating a bound (none expected)
+    role = state.info["episode"].adr  # evaluating a bound: none expected
     evaluators = jnp.zeros((), jnp.int32) if role is None else jnp.sum(role.param >= 0)
     _, steps = vector.rollout(
         env, state, lambda s, _: act(s.obs["state"]), env.episode_steps,

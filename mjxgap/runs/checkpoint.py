@@ -22,7 +22,8 @@ import orbax.checkpoint as ocp
 from mjxgap.errors import UserError
 from mjxgap.agent import counter
 
-FORMAT_VERSION = 2  # 2: int32-pair counters, the learning-rate schedule, input fingerprints
+FORMAT_VERSION = 3  # 2: int32-pair counters, the learning-rate schedule, input fingerprints;
+                    # 3: the curriculum's own state as `TrainState.curriculum`
 logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's info chatter ("read only", ...)
 
 

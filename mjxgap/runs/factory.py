@@ -140,7 +140,7 @@ def make_curriculum(env: LocomotionEnv):
   """The env's curriculum for the trainer: ADR if its randomization has one, else None."""
   from mjxgap.agent.curriculum import ADRCurriculum
 
-  return None if env.adr is None else ADRCurriculum(env.adr)  # ADR:
+  return None if env.adr is None else ADRCurriculum(env.adr)
 
 
 def make_trainer(config: TrainConfig, env: LocomotionEnv | None = None) -> Trainer:

@@ -164,8 +164,8 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   if rows:
     title = f"{config.robot} / {config.task} / dr={config.dr} / preset={config.preset}"
     plot_curves(rows, out / "learning_curves.png", title)
-    if trainer.curriculum is not None:  # ADR: the ADR curriculum's config
-      plot_adr_bounds(rows, trainer.curriculum.config, out / "adr_bounds.png", title)
+    if inputs.randomization.adr is not None:
+      plot_adr_bounds(rows, inputs.randomization.adr, out / "adr_bounds.png", title)
   finished = [r for r in rows if r.get("episode_return") is not None]
   recent = finished[-max(1, len(finished) // 10):] if finished else []
   return {
