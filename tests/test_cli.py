@@ -120,3 +120,13 @@ def test_unwritable_output_one_line(tmp_path, capsys):
   assert e.value.code == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and "cannot write" in err[0]
+
+
+def test_bad_mujoco_gl_is_one_line_exit_2():
+  """MuJoCo refuses an unknown MUJOCO_GL at import: the command says so in one line."""
+  import os
+
+  out = subprocess.run([sys.executable, "-m", "mjxgap", "robot"], capture_output=True, text=True,
+                       env={**os.environ, "MUJOCO_GL": "bogus"})
+  assert out.returncode == 2
+  assert out.stderr.count("\n") == 1 and "MUJOCO_GL" in out.stderr, out.stderr

@@ -293,6 +293,10 @@ def run(argv: list[str] | None = None) -> int:
 def main(argv: list[str] | None = None) -> None:
   logging.basicConfig(level=logging.WARNING, format="mjxgap: %(message)s", stream=sys.stderr)
   try:
+    try:
+      import mujoco  # noqa: F401  (fails at import on a bad environment, e.g. MUJOCO_GL=bogus)
+    except (RuntimeError, OSError) as e:
+      raise UserError(f"cannot load MuJoCo: {e} (MUJOCO_GL: egl, osmesa or glfw)") from None
     code = run(argv)
   except UserError as e:
     print(f"mjxgap: error: {e}", file=sys.stderr)
