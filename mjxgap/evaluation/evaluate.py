@@ -22,7 +22,7 @@ from mjxgap.env import vector
 from mjxgap.errors import UserError
 from mjxgap.runs import checkpoint
 from mjxgap.robot import load_robot
-from mjxgap.runs.factory import check, env_for, make_trainer
+from mjxgap.runs.factory import check, make_trainer
 from mjxgap.runs.resume import load_config
 from mjxgap.sim import adr as adr_lib
 
@@ -53,10 +53,11 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   inputs = check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
-  train_env = inputs.env(load_robot(config.robot))  # the trained state's shapes come from it
+  robot = load_robot(config.robot)
+  train_env = inputs.env(robot)  # the trained state's shapes come from it
   eval_dr, eval_actuator = dr or config.dr, actuator or config.actuator
-  env = (train_env if (eval_dr, eval_actuator) == (config.dr, config.actuator)
-         else env_for(config, eval_dr, eval_actuator))  # without auto-reset: one episode each
+  env = (train_env if (eval_dr, eval_actuator) == (config.dr, config.actuator)  # one episode each
+         else check(config, eval_dr, eval_actuator).env(robot))
   trainer = make_trainer(config, train_env)
   iteration, adr_ranges, host_state = None, None, None
   if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):

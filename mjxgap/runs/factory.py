@@ -97,11 +97,13 @@ class Inputs:
   task: TaskConfig
   randomization: DomainRandomization
   actuator: ActuatorChoice
+  net: tuple | None = dataclasses.field(default=None, compare=False)  # read once, by `inputs`
 
   def env(self, robot: Robot) -> LocomotionEnv:
     """The env on `robot`, its actuator model built for it (None: MuJoCo's own PD)."""
     return LocomotionEnv(robot, self.task, self.randomization,
-                         actuator_models.build(self.actuator.kind, self.actuator.arg, robot))
+                         actuator_models.build(self.actuator.kind, self.actuator.arg, robot,
+                                               self.net))
 
 
 def inputs(task: str, overrides: Mapping[str, Any] | None = None,
@@ -110,9 +112,8 @@ def inputs(task: str, overrides: Mapping[str, Any] | None = None,
   task_cfg = task_config(task, overrides)
   dr_spec = randomization(dr)
   choice = parse_actuator(actuator)
-  if choice.net_dir is not None:
-    load_net(choice.net_dir)
-  return Inputs(task_cfg, dr_spec, choice)
+  net = load_net(choice.net_dir) if choice.net_dir is not None else None
+  return Inputs(task_cfg, dr_spec, choice, net)
 
 
 def check(config: TrainConfig, dr: str | None = None, actuator: str | None = None) -> Inputs:

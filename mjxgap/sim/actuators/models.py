@@ -69,8 +69,9 @@ class DCMotor(Actuator):
 
 
 class NetActuator(Actuator):
-  def __init__(self, robot: Robot, folder: str | pathlib.Path):
-    self.spec, self.params = load_net(folder)
+  def __init__(self, robot: Robot, folder: str | pathlib.Path, net: tuple | None = None):
+    """`net`: the (spec, params) of `folder`, if already read (`load_net`)."""
+    self.spec, self.params = net if net is not None else load_net(folder)
     unknown = [j for j in self.spec.joints if j not in robot.joint_names]
     if unknown:
       raise UserError(f"--actuator net:{folder}: joint {unknown[0]!r} is not an actuated joint "
@@ -138,13 +139,15 @@ def make(text: str, robot: Robot) -> Actuator | None:
   return build(*parse(text), robot)
 
 
-def build(kind: str, arg: str | None, robot: Robot) -> Actuator | None:
-  """The model of an already parsed (`parse`) actuator string, for `robot`."""
+def build(kind: str, arg: str | None, robot: Robot, net: tuple | None = None
+          ) -> Actuator | None:
+  """The model of an already parsed (`parse`) actuator string, for `robot`; `net`: a network
+  already read from `arg` (`load_net`)."""
   if kind == "pd":
     return None
   if kind == "dcmotor":
     return DCMotor(robot, _dcmotor_config(arg or ""))
-  return NetActuator(robot, arg)
+  return NetActuator(robot, arg, net)
 
 
 def torque_actuated(robot: Robot) -> Robot:
