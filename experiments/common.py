@@ -35,8 +35,8 @@ RESULTS = pathlib.Path(__file__).with_name("results")
 def keep(path: pathlib.Path, name: str) -> pathlib.Path:
   """Copies an artefact of a run into `experiments/results/<name>` (committed; `runs/` is not),
   gzip-compressed when `name` ends in `.gz`."""
-  RESULTS.mkdir(exist_ok=True)
   target = RESULTS / name
+  target.parent.mkdir(parents=True, exist_ok=True)
   if name.endswith(".gz"):
     with open(path, "rb") as src, gzip.open(target, "wb", compresslevel=9) as dst:
       shutil.copyfileobj(src, dst)

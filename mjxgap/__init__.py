@@ -6,6 +6,7 @@ The public API (what the README, the notebooks and users import; inner modules m
     env = mjxgap.make_env("stand", robot, randomization="nominal_dr")
     summary = mjxgap.train(mjxgap.TrainConfig(...), "runs/my_run")
     mjxgap.evaluate("runs/my_run"); mjxgap.export("runs/my_run", "policy/"); mjxgap.play("policy/")
+    mjxgap.measure_gap("policy/", "policy/gap", reality=("sim2sim", "typical", "harsh"))
 
 Names are imported on first use, so `import mjxgap` is cheap and pulls in no JAX.
 """
@@ -38,6 +39,9 @@ _API = {
     "export": "mjxgap.deploy.export",
     "play": "mjxgap.deploy.play",
     "Policy": "mjxgap.deploy.runtime",
+    "measure_gap": "mjxgap.gap.measure",
+    "Profile": "mjxgap.gap.profiles",
+    "load_profile": "mjxgap.gap.profiles",
     "UserError": "mjxgap.errors",
 }
 __all__ = sorted(_API)

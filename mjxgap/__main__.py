@@ -1,3 +1,4 @@
 from mjxgap.cli import main
 
-main()
+if __name__ == "__main__":  # not when a spawned worker process imports this module
+  main()

@@ -24,3 +24,27 @@ def builtin_robot():
   from mjxgap.robot import load_robot
 
   return load_robot("builtin")
+
+
+# A small trained policy: `stand` under `nominal_dr`, 256 env steps, 1 s episodes.
+SMALL_RUN = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no-progress",
+             "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
+             "--set", "task.episode_length_s=1.0", "--total-steps", "256"]
+
+
+def train_and_export(root, train_argv):
+  """(run folder, export folder) of `mjxgap train TRAIN_ARGV` then `mjxgap export`."""
+  from mjxgap.cli import main
+
+  for argv in (["train", *train_argv, "--out", str(root / "run")],
+               ["export", str(root / "run"), "--out", str(root / "out")]):
+    with pytest.raises(SystemExit) as e:
+      main(argv)
+    assert e.value.code == 0
+  return root / "run", root / "out"
+
+
+@pytest.fixture(scope="session")
+def small_export(tmp_path_factory):
+  """`SMALL_RUN` trained and exported, shared by the export and gap tests."""
+  return train_and_export(tmp_path_factory.mktemp("small_export"), SMALL_RUN)

@@ -1,5 +1,7 @@
 """ADR on a synthetic task whose performance is a known function of one parameter."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -109,18 +111,29 @@ def test_a_bound_change_clears_only_its_buffer():
   assert new.buffer_count.tolist() == [[1, 0]] and new.buffer_sum.tolist() == [[1.0, 0.0]]
 
 
-def test_narrowing_stops_at_nominal_and_multiplicative_steps():
+@pytest.mark.parametrize("narrow_to, floor", [("initial", (0.95, 1.05)), ("nominal", (1.0, 1.0))])
+def test_narrowing_stops_at_the_floor_and_multiplicative_steps(narrow_to, floor):
+  """Widening multiplies by 1.1 (divides on the low side); a failing bound narrows by one step
+  but never inside the initial range 0.95-1.05 (`narrow_to="initial"`, the default), or never
+  past the nominal 1.0 (`"nominal"`): from a wider range the step, then the floor."""
   p = adr.ADRParam("kp", nominal=1.0, delta=0.1, hard_low=0.5, hard_high=2.0, init_low=0.95,
                    init_high=1.05, multiplicative=True)
-  config = adr.ADRConfig(params=(p,), t_low=0.2, t_high=0.8, buffer_size=1)
+  config = adr.ADRConfig(params=(p,), t_low=0.2, t_high=0.8, buffer_size=1, narrow_to=narrow_to)
   state = adr.init(config)
   both = adr.Assignment(param=jnp.array([0, 0]), side=jnp.array([0, 1]))
   wide = adr.update(config, state, both, jnp.array([True, True]), jnp.array([1.0, 1.0]))
   assert float(wide.low[0]) == pytest.approx(0.95 / 1.1) and float(wide.high[0]) == pytest.approx(
       1.05 * 1.1)
-  narrow = adr.update(config, state, both, jnp.array([True, True]), jnp.array([0.0, 0.0]))
-  # narrowing shrinks inside the initial range, but never past the nominal value
-  assert float(narrow.low[0]) == pytest.approx(1.0) and float(narrow.high[0]) == pytest.approx(1.0)
+  fail = (both, jnp.array([True, True]), jnp.array([0.0, 0.0]))
+  back = adr.update(config, wide._replace(low=jnp.array([0.6]), high=jnp.array([1.8])), *fail)
+  assert float(back.low[0]) == pytest.approx(0.66) and float(back.high[0]) == pytest.approx(
+      1.8 / 1.1)
+  narrow = adr.update(config, state, *fail)
+  assert (float(narrow.low[0]), float(narrow.high[0])) == pytest.approx(floor)
+  assert adr.movable_bounds(config) == [(0, 0), (0, 1)]
+  pinned = dataclasses.replace(p, init_low=0.5)  # initial low = hard low: it cannot move
+  assert adr.movable_bounds(dataclasses.replace(config, params=(pinned,))) == (
+      [(0, 1)] if narrow_to == "initial" else [(0, 0), (0, 1)])
 
 
 def test_entropy_is_mean_log_width():

@@ -201,6 +201,7 @@ def _adr_file(tmp_path, adr_section, name="adr.json"):
     ({"boundary_prob": 1.5, "params": {"kp": {"delta": 0.05}}}, "boundary_prob"),
     ({"params": {}}, "adr.params must be a non-empty object"),
     ({"thresholds": 1}, "unknown field 'thresholds'"),
+    ({"narrow_to": "zero", "params": {"kp": {"delta": 0.05}}}, "narrow_to must be one of"),
 ])
 def test_invalid_adr_settings_one_line_exit_2(section, needle, tmp_path, capsys):
   path = _adr_file(tmp_path, section)

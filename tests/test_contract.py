@@ -147,3 +147,32 @@ def test_export_bakes_the_contract_constants():
 
   assert getattr(export, "OBS_CLIP", contract.OBS_CLIP) == contract.OBS_CLIP
   assert getattr(export, "OBS_EPS", contract.OBS_EPS) == contract.OBS_EPS
+
+
+def test_imports_follow_the_pipeline():
+  """No module imports a package further down the pipeline than its own (README,
+  Architecture): robot -> sim -> env -> agent -> runs -> evaluation -> deploy -> gap -> cli,
+  with contract, errors, files and process below everything."""
+  import ast
+  import pathlib
+
+  import mjxgap
+
+  order = ["contract", "errors", "files", "process", "robot", "sim", "env", "agent", "runs",
+           "evaluation", "deploy", "gap", "cli"]
+  root = pathlib.Path(mjxgap.__file__).parent
+
+  def layer(module: str):
+    parts = module.split(".")
+    return order.index(parts[1]) if parts[0] == "mjxgap" and len(parts) > 1 and parts[1] in order else None
+
+  upward = []
+  for path in root.rglob("*.py"):
+    module = ".".join(("mjxgap",) + path.relative_to(root).with_suffix("").parts)
+    own = layer(module)
+    for node in ast.walk(ast.parse(path.read_text())):
+      names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+               else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+      upward += [(module, n) for n in names
+                 if own is not None and layer(n) is not None and layer(n) > own]
+  assert len(list(root.rglob("*.py"))) > 50 and upward == []

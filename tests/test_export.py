@@ -17,11 +17,7 @@ from mjxgap.runs.factory import make_trainer
 from mjxgap.runs.resume import load_config
 
 from cli_helper import run_cli as _cli
-
-SMALL = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no-progress",
-         "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
-         "--set", "task.episode_length_s=1.0", "--total-steps", "256"]
-
+from conftest import train_and_export
 
 # An ADR run whose actions are clipped at CLIP: most random observations hit the clip, and the
 # policy is near zero, at which the built-in robot stands. t_high = 0 widens every full buffer,
@@ -40,15 +36,6 @@ ADR_RUN = ["--preset", "smoke", "--num-envs", "8", "--no-progress", "--set", "ch
            "--total-steps", "384"]
 
 
-def _train_and_export(root, train_argv):
-  for argv in (["train", *train_argv, "--out", str(root / "run")],
-               ["export", str(root / "run"), "--out", str(root / "out")]):
-    with pytest.raises(SystemExit) as e:
-      main(argv)
-    assert e.value.code == 0
-  return root / "run", root / "out"
-
-
 def _restore(run):
   """(trainer, JAX policy, train state, checkpoint meta) of the run's latest checkpoint."""
   trainer = make_trainer(load_config(run))
@@ -57,8 +44,8 @@ def _restore(run):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-  return _train_and_export(tmp_path_factory.mktemp("export"), SMALL)
+def exported(small_export):
+  return small_export
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +58,7 @@ def jax_policy(exported):
 def adr_clipped(tmp_path_factory):
   root = tmp_path_factory.mktemp("export_adr")
   (root / "adr.json").write_text(json.dumps(ADR))
-  return _train_and_export(root, [*ADR_RUN, "--dr", str(root / "adr.json")])
+  return train_and_export(root, [*ADR_RUN, "--dr", str(root / "adr.json")])
 
 
 def _obs_size(trainer) -> int:
@@ -193,6 +180,13 @@ def test_export_of_an_adr_run_records_the_reached_ranges_and_hard_limits(adr_cli
   low, high = items["kp"]["reached"]
   assert 0.8 < low < 0.95 and 1.05 < high < 1.2, items
   assert 4.0 < items["action_delay_ms"]["reached"][1] < 30.0, items
+  # the plain spec `mjxgap gap` rebuilds the training env from: the ADR items at those ranges
+  from mjxgap.sim.spec_file import from_dict
+
+  dr = from_dict(info["trained_with"]["randomization_spec"], "policy.json")
+  assert dr.adr is None and dr.action_delay_ms == tuple(items["action_delay_ms"]["reached"])
+  kp = [p for p in dr.params if p.name == "kp"][0]
+  assert [kp.low, kp.high] == items["kp"]["reached"]
 
 
 def test_action_clip_is_exercised_and_in_the_graph(adr_clipped):

@@ -166,6 +166,27 @@ def build_parser() -> argparse.ArgumentParser:
                  help="also write an animated GIF of the run (needs MUJOCO_GL=egl or osmesa)")
   p.add_argument("--out", help="also write the JSON result to this file")
 
+  p = sub.add_parser("gap", help="the sim-to-real gap: an exported policy in held-out reality "
+                                 "profiles (native MuJoCo) against its training simulation")
+  p.add_argument("policy", help="folder written by mjxgap export, or a run folder (exported to a "
+                                "temporary folder first)")
+  p.add_argument("--reality", default="sim2sim,typical,harsh",
+                 help="comma-separated profiles: sim2sim, typical, harsh or .json files "
+                      "(default: all three built-in)")
+  p.add_argument("--episodes", type=_positive_int, default=64, help="per profile (and sweep value)")
+  p.add_argument("--seconds", type=_positive_float, default=20.0, help="episode length")
+  p.add_argument("--sweep", action="append", default=[], metavar="NAME=LOW:HIGH:N",
+                 help="vary one profile field over N values, e.g. action_delay_ms=0:60:7 "
+                      "(repeatable; replaces the per-profile table)")
+  p.add_argument("--simulator", choices=("native", "mjx"), default="native",
+                 help="native MuJoCo (default) or MJX (thousands of episodes on a GPU; some "
+                      "profile fields cannot be expressed and are listed)")
+  p.add_argument("--workers", type=_positive_int, default=None,
+                 help="processes for native episodes (default: one per core)")
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--out", default=None, help="report folder to create (default: POLICY/gap, "
+                                             "or POLICY/gap_<n> if that exists)")
+
   act = sub.add_parser("actuator", help="motor logs and learned actuator models")
   asub = act.add_subparsers(dest="actuator_command", required=True, parser_class=_Parser)
   p = asub.add_parser("synth", help="motor logs of a robot on a test stand with a non-ideal "
@@ -277,6 +298,14 @@ def run(argv: list[str] | None = None) -> int:
 
     _emit(play(args.policy, args.robot, args.seconds, args.velocity_command, video=args.video),
           args.out)
+  elif args.command == "gap":
+    from mjxgap.gap.measure import default_out, measure_gap
+    from mjxgap.process import enable_compilation_cache
+
+    enable_compilation_cache()
+    reality = tuple(r for r in args.reality.split(",") if r)
+    _emit(measure_gap(args.policy, args.out or default_out(args.policy), reality, args.episodes,
+              args.seconds, tuple(args.sweep), args.simulator, args.seed, args.workers), None)
   elif args.command == "actuator" and args.actuator_command == "synth":
     from mjxgap.cli.actuator import synth
 

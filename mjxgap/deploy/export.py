@@ -60,16 +60,25 @@ def from_train_state(params, obs_stats, ppo_config) -> ExportedPolicy:
                         ppo_config.activation, float(ppo_config.action_clip))
 
 
-def numpy_forward(policy: ExportedPolicy, obs: np.ndarray) -> np.ndarray:
-  """The deployed action in plain numpy (what a microcontroller port computes)."""
-  x = np.asarray(obs, np.float32)
+def numpy_forward(policy: ExportedPolicy, obs, xp=np):
+  """The deployed action in plain numpy (what a microcontroller port computes); with
+  `xp=jax.numpy`, the same in JAX (`mjxgap gap`'s MJX episodes)."""
+  x = xp.asarray(obs, xp.float32)
   if policy.normalize:
-    x = contract.normalize(x, policy.obs_mean, policy.obs_std, np)
+    x = contract.normalize(x, policy.obs_mean, policy.obs_std, xp)
   for i, (w, b) in enumerate(policy.layers):
     x = x @ w + b
     if i < len(policy.layers) - 1:
-      x = contract.activation(policy.activation, x, np)
-  return np.clip(x, -policy.action_clip, policy.action_clip)
+      x = contract.activation(policy.activation, x, xp)
+  return xp.clip(x, -policy.action_clip, policy.action_clip)
+
+
+def load_weights(path: str | pathlib.Path) -> ExportedPolicy:
+  """`weights.npz` (`weights_arrays`) read back."""
+  with np.load(path) as z:
+    layers = [(z[f"{name}_weight"], z[f"{name}_bias"]) for name in z["layer_order"]]
+    return ExportedPolicy(z["obs_mean"], z["obs_std"], bool(np.isfinite(z["obs_clip"])), layers,
+                          str(z["activation"]), float(z["action_clip"]))
 
 
 def onnx_model(policy: ExportedPolicy, doc: str = ""):
@@ -161,7 +170,10 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
   train state's (the ADR ranges reached at the checkpoint)."""
   from mjxgap import __version__
 
+  from mjxgap.sim import adr_binding, spec_file
+
   robot, task, dr = env.robot, env.config, env.dr
+  reached = adr_ranges(env, curriculum)
   finite = lambda a: [float(x) if np.isfinite(x) else None for x in np.asarray(a)]
   offset, layout = 0, []
   for term in env.observation_layout("actor"):
@@ -203,8 +215,22 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
                        "action_delay_ms": list(dr.action_delay_ms),
                        "obs_delay_ms": list(dr.obs_delay_ms),
                        "delay_jitter_ms": dr.delay_jitter_ms,
-                       "adr": adr_ranges(env, curriculum)},
+                       "adr": reached,
+                       # what rebuilds the training env from this folder alone (`mjxgap gap`)
+                       "task_overrides": dict(config.task_overrides),
+                       "randomization_spec": spec_file.to_dict(adr_binding.at_ranges(
+                           dr, {k: v["reached"] for k, v in (reached or {}).items()})),
+                       "actuator_files": ACTUATOR_FOLDER if net_dir(config) else None},
   }
+
+
+ACTUATOR_FOLDER = "actuator_net"  # an actuator network's files, copied into the export
+
+
+def net_dir(config) -> pathlib.Path | None:
+  from mjxgap.runs.factory import parse_actuator
+
+  return parse_actuator(config.actuator).net_dir
 
 
 def _recorded_observations(env, act, count: int, seed: int) -> np.ndarray:
@@ -271,5 +297,13 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
     write_atomic(tmp / "policy.onnx", model_bytes)
     write_atomic(tmp / "policy.json", json.dumps(info, indent=2) + "\n")
     write_npz_atomic(tmp / "weights.npz", weights_arrays(policy))
+    files = ["policy.onnx", "policy.json", "weights.npz"]
+    if net_dir(config) is not None:
+      from mjxgap.sim.actuators.net import NET_FILES
+
+      (tmp / ACTUATOR_FOLDER).mkdir()
+      for name in NET_FILES:
+        write_atomic(tmp / ACTUATOR_FOLDER / name, (net_dir(config) / name).read_bytes())
+        files.append(f"{ACTUATOR_FOLDER}/{name}")
   return {"out": str(out), "run": str(run_dir), "iteration": int(meta["iteration"]),
-          "files": ["policy.onnx", "policy.json", "weights.npz"], **info["parity"]}
+          "files": files, **info["parity"]}

@@ -21,7 +21,8 @@ from mjxgap.deploy.runtime import Policy, rotate_inverse
 from mjxgap.deploy.video import GifRecorder
 
 
-def _load(folder: pathlib.Path) -> Policy:
+def load_policy(folder: pathlib.Path) -> Policy:
+  """The exported policy in `folder`; a missing or unreadable file is one `UserError` line."""
   for name in ("policy.json", "policy.onnx"):
     if not (folder / name).is_file():
       raise UserError(f"{folder}: missing {name} (made by `mjxgap export`)")
@@ -39,7 +40,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   from mjxgap.robot import load_robot
 
   folder = pathlib.Path(folder)
-  policy = _load(folder)
+  policy = load_policy(folder)
   spec = policy.spec
   rb = load_robot(robot or spec["robot_source"], ctrl_dt=spec["control_period_s"])
   missing = [j for j in spec["joint_names"] if j not in rb.joint_names]

@@ -6,7 +6,8 @@ boundary evaluator with probability `boundary_prob`: it pins one parameter at on
 (uniformly chosen) and samples the others from their ranges. When an evaluator's episode ends,
 its performance goes into that bound's buffer; a buffer holding `buffer_size` results compares
 their mean with the thresholds - at least `t_high` widens the bound, at most `t_low` narrows it
-(never past the nominal value) - and is cleared, alone. Buffers keep a sum and a count: the
+(never inside its initial range, or with `narrow_to="nominal"` never past the nominal value) -
+and is cleared, alone. Buffers keep a sum and a count: the
 decision needs only their mean. Everything is a jittable function of `ADRState`, so the
 curriculum runs inside the training iteration with no host round-trip.
 """
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 from mjxgap.errors import UserError
 
 NOT_EVALUATING = -1
+NARROW_TO = ("initial", "nominal")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +45,16 @@ class ADRConfig:
   t_high: float = 0.8
   buffer_size: int = 240
   boundary_prob: float = 0.5
+  # how far a failing bound narrows: "initial" (never inside its initial range: the curriculum
+  # only adds to the ranges it starts with) or "nominal" (down to the nominal value)
+  narrow_to: str = "initial"
+
+  def floor(self, p: ADRParam) -> tuple[float, float]:
+    """The (low, high) a failing `p` narrows to at most."""
+    if self.narrow_to == "nominal":
+      return p.nominal, p.nominal
+    return (p.nominal if p.init_low is None else p.init_low,
+            p.nominal if p.init_high is None else p.init_high)
 
   def validate(self) -> None:
     if not self.params:
@@ -54,6 +66,9 @@ class ADRConfig:
       raise UserError(f"adr: t_low ({self.t_low}) must be < t_high ({self.t_high})")
     if self.buffer_size < 1:
       raise UserError(f"adr: buffer_size must be >= 1, got {self.buffer_size}")
+    if self.narrow_to not in NARROW_TO:
+      raise UserError(f"adr: narrow_to must be one of {', '.join(NARROW_TO)}, got "
+                      f"{self.narrow_to!r}")
     if not 0.0 < self.boundary_prob <= 1.0:
       raise UserError(f"adr: boundary_prob must be in (0, 1], got {self.boundary_prob}")
     for p in self.params:
@@ -101,10 +116,11 @@ def init(config: ADRConfig) -> ADRState:
 
 def movable_bounds(config: ADRConfig) -> list[tuple[int, int]]:
   """(parameter, side) of every bound that can move: a low bound whose hard limit is below
-  nominal, a high bound whose hard limit is above it. Elsewhere nominal is the hard limit, the
-  bound never moves, and an evaluator there would waste its episode."""
+  its floor (`ADRConfig.floor`), a high bound whose hard limit is above it. Elsewhere the floor
+  is the hard limit, the bound never moves, and an evaluator there would waste its episode."""
   return [(i, side) for i, p in enumerate(config.params)
-          for side, movable in ((0, p.hard_low < p.nominal), (1, p.hard_high > p.nominal))
+          for side, movable in ((0, p.hard_low < config.floor(p)[0]),
+                                (1, p.hard_high > config.floor(p)[1]))
           if movable]
 
 
@@ -171,18 +187,19 @@ def apply(config: ADRConfig, state: ADRState, sums: jax.Array, counts: jax.Array
   narrow = full & (mean <= config.t_low)
   delta = _array(config, "delta")
   mult = jnp.asarray([p.multiplicative for p in config.params])
-  nominal = _array(config, "nominal")
+  floor_low, floor_high = (jnp.asarray(x, jnp.float32)
+                           for x in zip(*(config.floor(p) for p in config.params)))
 
   def step(x, direction):  # one delta up (+1) or down (-1)
     return jnp.where(mult, x * (1 + delta) ** direction, x + direction * delta)
 
   low = jnp.where(widen[:, 0], step(state.low, -1),
-                  jnp.where(narrow[:, 0], jnp.minimum(step(state.low, 1), nominal), state.low))
+                  jnp.where(narrow[:, 0], jnp.minimum(step(state.low, 1), floor_low), state.low))
   high = jnp.where(widen[:, 1], step(state.high, 1),
-                   jnp.where(narrow[:, 1], jnp.maximum(step(state.high, -1), nominal),
+                   jnp.where(narrow[:, 1], jnp.maximum(step(state.high, -1), floor_high),
                              state.high))
-  low = jnp.clip(low, _array(config, "hard_low"), nominal)
-  high = jnp.clip(high, nominal, _array(config, "hard_high"))
+  low = jnp.clip(low, _array(config, "hard_low"), floor_low)
+  high = jnp.clip(high, floor_high, _array(config, "hard_high"))
   return ADRState(low, high, jnp.where(full, 0.0, buffer_sum), jnp.where(full, 0, buffer_count))
 
 

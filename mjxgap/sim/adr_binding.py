@@ -35,7 +35,7 @@ def adr_items(dr: DomainRandomization) -> dict[str, tuple[float, float, float | 
 
 ADR_PARAM_FIELDS = ("nominal", "delta", "hard_low", "hard_high", "init_low", "init_high",
                     "multiplicative")
-ADR_FIELDS = ("t_low", "t_high", "buffer_size", "boundary_prob", "params")
+ADR_FIELDS = ("t_low", "t_high", "buffer_size", "boundary_prob", "narrow_to", "params")
 
 
 def with_adr(dr: DomainRandomization, section: Mapping, where: str) -> DomainRandomization:
@@ -56,6 +56,8 @@ def with_adr(dr: DomainRandomization, section: Mapping, where: str) -> DomainRan
       if not is_number(v) or (key == "buffer_size" and not isinstance(v, int)):
         raise UserError(f"{where}: adr.{key} must be a{'n integer' if key == 'buffer_size' else ' number'}, got {v!r}")
       top[key] = v
+  if "narrow_to" in section:
+    top["narrow_to"] = section["narrow_to"]  # checked by ADRConfig.validate
   raw = section.get("params")
   if not isinstance(raw, Mapping) or not raw:
     raise UserError(f"{where}: adr.params must be a non-empty object of item -> settings")
@@ -100,3 +102,22 @@ def with_adr(dr: DomainRandomization, section: Mapping, where: str) -> DomainRan
       params=tuple(dataclasses.replace(p, low=limits[p.name][0], high=limits[p.name][1])
                    if p.name in limits else p for p in dr.params),
       **{k: limits[k] for k in EPISODE_ITEMS if k in limits})
+
+
+def at_ranges(dr: DomainRandomization, ranges: Mapping[str, tuple[float, float]]
+              ) -> DomainRandomization:
+  """`dr` without its curriculum: every ADR item drawn from `ranges` (item -> (low, high), e.g.
+  the ranges a run reached); a noise item's scale becomes its range's high end."""
+  if dr.adr is None:
+    return dr
+  missing = sorted({p.name for p in dr.adr.params} - set(ranges))
+  if missing:
+    raise UserError(f"ADR ranges: no range for item {missing[0]!r}")
+  noise = tuple((t, float(ranges[NOISE_PREFIX + t][1]) if NOISE_PREFIX + t in ranges else v)
+                for t, v in dr.obs_noise)
+  return dataclasses.replace(
+      dr, adr=None, obs_noise=noise,
+      params=tuple(dataclasses.replace(p, low=float(ranges[p.name][0]),
+                                       high=float(ranges[p.name][1]))
+                   if p.name in ranges else p for p in dr.params),
+      **{k: tuple(map(float, ranges[k])) for k in EPISODE_ITEMS if k in ranges})

@@ -8,6 +8,7 @@ every field and names the file and field of the first problem.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from mjxgap.errors import UserError
 from mjxgap.sim.adr_binding import with_adr
@@ -30,8 +31,6 @@ def load_spec(path: str) -> DomainRandomization:
   {"name", "kind", "low", "high", ...} objects. `"base": "<preset>"` starts from that preset
   (the file's fields replace the preset's; `params`, if given, replaces all of them). Checks
   every field."""
-  import json
-
   try:
     with open(path) as f:
       raw = json.load(f)
@@ -39,8 +38,14 @@ def load_spec(path: str) -> DomainRandomization:
     raise UserError(f"randomization file {path}: no such file") from None
   except json.JSONDecodeError as e:
     raise UserError(f"randomization file {path}: not valid JSON (line {e.lineno}): {e.msg}") from None
+  return from_dict(raw, path)
+
+
+def from_dict(raw: dict, path: str) -> DomainRandomization:
+  """`load_spec` of an already parsed JSON object; `path` names it in messages."""
   if not isinstance(raw, dict):
     raise UserError(f"randomization file {path}: expected a JSON object")
+  raw = dict(raw)
   adr_section = raw.pop("adr", None)
   base = raw.pop("base", "none")
   if base not in PRESETS:
@@ -112,3 +117,13 @@ def _load_params(path: str, raw: list) -> tuple[ParamSpec, ...]:
   for spec in out:
     check_param(spec)
   return tuple(out)
+
+
+def to_dict(dr: DomainRandomization) -> dict:
+  """A spec without ADR as the JSON object `from_dict` reads back to the same spec."""
+  if dr.adr is not None:
+    raise ValueError("to_dict: fix the ADR items first (adr_binding.at_ranges)")
+  out = json.loads(json.dumps(dataclasses.asdict(dr)))
+  out.pop("adr")
+  out["obs_noise"] = dict(dr.obs_noise)
+  return out

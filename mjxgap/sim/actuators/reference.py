@@ -35,6 +35,50 @@ class ReferenceMotor:
   coulomb_smoothing_rad_s: float = 0.1  # friction = coulomb tanh(qd / this): no stiction jump
 
 
+class MotorDrive:
+  """The reference motor of every joint, one physics step at a time: PD on the delayed target
+  and the motor-side encoder (gear backlash, quantised, noisy), clipped by the torque-speed
+  line and the torque limit, less Coulomb and viscous gear friction. Returns the torque at the
+  joint. `kp`, `kd` and `limit` are per joint (N m/rad, N m s/rad, N m)."""
+
+  def __init__(self, motor: ReferenceMotor, kp, kd, limit, q0, rng: np.random.Generator):
+    self.motor, self.kp, self.kd, self.limit, self.rng = motor, kp, kd, limit, rng
+    self.saturation = motor.saturation_factor * limit
+    self.coulomb = motor.coulomb_fraction * limit
+    self.resolution = 2 * np.pi / 2 ** motor.encoder_bits
+    self.motor_side = np.array(q0, np.float64)
+
+  def encoder(self, x: np.ndarray) -> np.ndarray:
+    """A reading of the quantised, noisy encoder at position `x`."""
+    noisy = x + self.rng.normal(0, self.motor.position_noise_rad, x.shape)
+    return np.round(noisy / self.resolution) * self.resolution
+
+  def torque(self, target: np.ndarray, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray,
+                                                                                 np.ndarray]:
+    """(torque at the joint, the velocity reading the PD used) for this physics step."""
+    mo = self.motor
+    self.motor_side = np.clip(self.motor_side, q - mo.backlash_rad / 2, q + mo.backlash_rad / 2)
+    qd_meas = qd + self.rng.normal(0, mo.velocity_noise_rad_s, qd.shape)
+    tau_cmd = self.kp * (target - self.encoder(self.motor_side)) - self.kd * qd_meas
+    low, high = torque_speed_limits(qd, self.saturation, mo.no_load_speed_rad_s, self.limit, xp=np)
+    friction = self.coulomb * np.tanh(qd / mo.coulomb_smoothing_rad_s) + mo.viscous_nms * qd
+    return np.clip(tau_cmd, low, high) - friction, qd_meas
+
+
+def torque_driven(model: mujoco.MjModel) -> mujoco.MjModel:
+  """A copy of `model` whose actuators apply `ctrl` as joint torque, unlimited."""
+  m = copy.deepcopy(model)
+  m.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
+  m.actuator_gainprm[:] = 0.0
+  m.actuator_gainprm[:, 0] = 1.0
+  m.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_NONE
+  m.actuator_biasprm[:] = 0.0
+  m.actuator_ctrllimited[:] = 0
+  m.actuator_forcelimited[:] = 0
+  m.jnt_actfrclimited[:] = 0
+  return m
+
+
 @dataclasses.dataclass(frozen=True)
 class SynthConfig:
   seconds: float = 60.0
@@ -85,54 +129,34 @@ def synthesize(robot: Robot, config: SynthConfig = SynthConfig()) -> dict[str, n
   """Log columns (see `mjxgap.sim.actuators.logs`) of every actuated joint on the test stand."""
   rng = np.random.default_rng(config.seed)
   motor = config.motor
-  m = copy.deepcopy(robot.mj_model)
+  m = torque_driven(robot.mj_model)
   m.opt.timestep = config.physics_dt_s
   m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
-  m.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
-  m.actuator_gainprm[:] = 0.0
-  m.actuator_gainprm[:, 0] = 1.0
-  m.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_NONE
-  m.actuator_biasprm[:] = 0.0
-  m.actuator_ctrllimited[:] = 0
-  m.actuator_forcelimited[:] = 0
-  m.jnt_actfrclimited[:] = 0
   d = mujoco.MjData(m)
   d.qpos[:] = robot.default_qpos
   base_qpos = robot.default_qpos[:7].copy()
   mujoco.mj_forward(m, d)
 
   limit = np.where(np.isfinite(robot.torque_limit), robot.torque_limit, 100.0)
-  saturation = motor.saturation_factor * limit
-  coulomb = motor.coulomb_fraction * limit
-  resolution = 2 * np.pi / 2 ** motor.encoder_bits
   qadr, vadr = robot.qpos_adr, robot.qvel_adr
+  drive = MotorDrive(motor, robot.kp, robot.kd, limit, d.qpos[qadr], rng)
 
   target_seq = targets(robot, config, rng)
   steps = int(round(config.seconds / config.physics_dt_s))
   per_target = int(round(1.0 / (config.target_rate_hz * config.physics_dt_s)))
   per_log = int(round(1.0 / (config.log_rate_hz * config.physics_dt_s)))
   delay = int(round(motor.delay_ms / 1000.0 / config.physics_dt_s))
-  motor_side = d.qpos[qadr].copy()
   rows = {c: [] for c in ("time_s", "q_target", "q", "qd", "tau")}
-
-  def encoder(x):
-    noisy = x + rng.normal(0, motor.position_noise_rad, x.shape)
-    return np.round(noisy / resolution) * resolution
 
   for i in range(steps):
     sent = target_seq[min(i // per_target, len(target_seq) - 1)]
     received = target_seq[min(max(i - delay, 0) // per_target, len(target_seq) - 1)]
     q, qd = d.qpos[qadr].copy(), d.qvel[vadr].copy()
-    motor_side = np.clip(motor_side, q - motor.backlash_rad / 2, q + motor.backlash_rad / 2)
-    qd_meas = qd + rng.normal(0, motor.velocity_noise_rad_s, qd.shape)
-    tau_cmd = robot.kp * (received - encoder(motor_side)) - robot.kd * qd_meas
-    low, high = torque_speed_limits(qd, saturation, motor.no_load_speed_rad_s, limit, xp=np)
-    friction = coulomb * np.tanh(qd / motor.coulomb_smoothing_rad_s) + motor.viscous_nms * qd
-    tau = np.clip(tau_cmd, low, high) - friction
+    tau, qd_meas = drive.torque(received, q, qd)
     if i % per_log == 0:
       rows["time_s"].append(np.full(robot.nu, i * config.physics_dt_s))
       rows["q_target"].append(sent)
-      rows["q"].append(encoder(q))
+      rows["q"].append(drive.encoder(q))
       rows["qd"].append(qd_meas)
       rows["tau"].append(tau)
     d.ctrl[:] = tau

@@ -1,0 +1,149 @@
+"""The exported policy's episodes in MJX: the "sim" reference and `--simulator mjx`.
+
+The sim reference is the policy's own training env, rebuilt from the export alone:
+`policy.json`'s `trained_with` holds the task overrides, the randomization as a plain spec (an
+ADR run's items fixed at the ranges its curriculum reached) and the actuator (a network's files
+are copied into the export). The policy is `weights.npz` run in JAX, the numbers of
+`policy.onnx`. `--simulator mjx` expresses a reality profile as a randomization spec of the same
+env: what it cannot express (the reference motor, the integrator and timestep, per-bus
+staleness, reordering, drops, loop jitter, gyro bias, fixed commands) is listed, not dropped
+silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjxgap import contract
+from mjxgap.errors import UserError
+from mjxgap.gap.profiles import Profile
+from mjxgap.sim.presets import nominal_dr
+from mjxgap.sim.randomization import DomainRandomization
+
+# profile field -> the `nominal_dr` parameter that expresses it in MJX
+_PARAMS = {"friction": "friction", "link_mass_factor": "link_mass",
+           "payload_kg": "torso_added_mass", "com_offset_m": "torso_com",
+           "armature_factor": "armature", "damping_factor": "damping",
+           "frictionloss_factor": "frictionloss", "kp_factor": "kp", "kd_factor": "kd",
+           "strength_factor": "motor_strength"}
+_NEUTRAL = {"payload_kg": 0.0, "com_offset_m": 0.0}  # else 1 (a factor)
+
+
+def training_env(folder: pathlib.Path, spec: dict, seconds: float,
+                 dr: DomainRandomization | None = None, task_overrides: dict | None = None):
+  """The policy's training env (under `dr` if given) with `seconds`-long episodes."""
+  from mjxgap.robot import load_robot
+  from mjxgap.runs.factory import make_env
+  from mjxgap.sim import spec_file
+
+  trained = spec.get("trained_with", {})
+  if "randomization_spec" not in trained:
+    raise UserError(f"{folder}/policy.json: no trained_with.randomization_spec (exported before "
+                    "mjxgap gap existed); export the run again")
+  if dr is None:
+    dr = spec_file.from_dict(trained["randomization_spec"],
+                             f"{folder}/policy.json trained_with.randomization_spec")
+  actuator = trained["actuator"]
+  if trained.get("actuator_files"):
+    actuator = f"net:{folder / trained['actuator_files']}"
+  overrides = {**trained.get("task_overrides", {}), **(task_overrides or {}),
+               "episode_length_s": seconds}
+  return make_env(spec["task"], load_robot(spec["robot_source"]), overrides, dr, actuator)
+
+
+def profile_randomization(profile: Profile) -> tuple[DomainRandomization, dict, list[str]]:
+  """The profile as a randomization spec and task overrides of the MJX env, and the profile
+  fields MJX cannot express (set away from their defaults)."""
+  fields = {**dataclasses.asdict(profile.physics), **dataclasses.asdict(profile.motor),
+            **dataclasses.asdict(profile.timing), **dataclasses.asdict(profile.sensing),
+            **dataclasses.asdict(profile.disturbances)}
+  pair = lambda v: tuple(map(float, v)) if isinstance(v, (tuple, list)) else (float(v), float(v))
+  params = []
+  for p in nominal_dr():
+    field = next((f for f, name in _PARAMS.items() if name == p.name), None)
+    value = fields.get(field)
+    if value is None:
+      continue
+    if pair(value) == (_NEUTRAL.get(field, 1.0),) * 2:
+      continue
+    params.append(dataclasses.replace(p, low=pair(value)[0], high=pair(value)[1],
+                                      distribution="uniform"))
+  noise = {"gyro": profile.sensing.gyro_noise_rad_s,
+           "projected_gravity": profile.sensing.orientation_noise_rad,
+           "joint_pos": profile.sensing.joint_pos_noise_rad,
+           "joint_vel": profile.sensing.joint_vel_noise_rad_s}
+  dist = profile.disturbances
+  dr = DomainRandomization(
+      params=tuple(params), action_delay_ms=pair(profile.timing.action_delay_ms),
+      obs_delay_ms=pair(profile.timing.bus_staleness_ms),
+      delay_jitter_ms=float(profile.timing.action_jitter_ms),
+      obs_noise=tuple((k, float(v)) for k, v in noise.items() if v > 0),
+      obs_noise_distribution="gaussian",
+      push_velocity_mps=pair(dist.push_velocity_mps), push_interval_s=pair(dist.push_interval_s))
+  dr.validate()
+  default = Profile()
+  omitted = [f"motor.model={profile.motor.model}"] if profile.motor.model != "pd" else []
+  for section, names in (("physics", ("timestep_s", "integrator")),
+                         ("timing", ("reorder_prob", "drop_prob", "period_jitter_ms")),
+                         ("sensing", ("gyro_bias_rad_s", "gyro_bias_walk_rad_s_per_sqrt_s")),
+                         ("disturbances", ("command", "command_resample_s"))):
+    for name in names:
+      value = getattr(getattr(profile, section), name)
+      if value != getattr(getattr(default, section), name):
+        omitted.append(f"{section}.{name}={value}")
+  if profile.timing.bus_staleness_ms != 0.0:
+    omitted.append("timing.bus_staleness_ms: one observation delay for all joints and the IMU")
+  return dr, {"init_joint_noise_rad": dist.initial_joint_noise_rad}, omitted
+
+
+def _totals(steps: dict) -> dict:
+  """Per env, over its first episode: the fields of `native.EPISODE_FIELDS`."""
+  def add(carry, s):
+    alive, length, fell, nan, timed_out, track, yaw, tau = carry
+    length = length + alive
+    fell = fell + alive * s["fell"]
+    nan = nan + alive * s["nan"]
+    timed_out = timed_out + alive * s["truncation"]
+    track, yaw, tau = track + alive * s["track"], yaw + alive * s["yaw"], tau + alive * s["tau"]
+    alive = alive * (1.0 - s["done"])
+    return (alive, length, fell, nan, timed_out, track, yaw, tau), None
+
+  zeros = jnp.zeros(steps["done"].shape[1:])
+  (_, length, fell, nan, timed_out, track, yaw, tau), _ = jax.lax.scan(
+      add, (jnp.ones_like(zeros),) + (zeros,) * 7, steps)
+  return {"length": length, "fell": fell > 0, "diverged": nan > 0, "survived": timed_out > 0,
+          "tracking_error_mps": track / length, "yaw_rate_error_rad_s": yaw / length,
+          "torque_sq": tau / length}
+
+
+def episodes(env, policy, n: int, seed: int) -> dict[str, np.ndarray]:
+  """`n` episodes of the exported policy (`export.ExportedPolicy`) in `env` (one each)."""
+  from mjxgap.deploy.export import numpy_forward
+  from mjxgap.env import vector
+
+  def record(_, nxt, __):
+    d = nxt.pipeline_state
+    v = jax.vmap(lambda q, w: contract.rotate_inverse(q, w, jnp))(d.qpos[:, 3:7], d.qvel[:, 0:3])
+    command = nxt.info["command"]
+    return {"done": nxt.done, "fell": nxt.metrics["fell"], "nan": nxt.metrics["nan"],
+            "truncation": nxt.info["truncation"],
+            "track": jnp.linalg.norm(v[..., :2] - command[..., :2], axis=-1),
+            "yaw": jnp.abs(d.qvel[..., 5] - command[..., 2]),
+            "tau": jnp.mean(d.actuator_force ** 2, axis=-1)}
+
+  def run(key):
+    state = vector.reset(env, key, n)
+    _, steps = vector.rollout(env, state, lambda s, _: numpy_forward(policy, s.obs["state"], jnp),
+                              env.episode_steps, record=record)
+    return _totals(steps)
+
+  out = {k: np.asarray(v) for k, v in jax.jit(run)(jax.random.PRNGKey(seed)).items()}
+  return {"survived": out["survived"], "fell": out["fell"], "diverged": out["diverged"],
+          "length_s": out["length"] * env.dt, "tracking_error_mps": out["tracking_error_mps"],
+          "yaw_rate_error_rad_s": out["yaw_rate_error_rad_s"],
+          "torque_rms_nm": np.sqrt(out["torque_sq"])}

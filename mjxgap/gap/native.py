@@ -1,0 +1,295 @@
+"""A reality profile's episodes in native MuJoCo (C, float64), driving the exported policy.
+
+The policy runs as on a robot: `policy.onnx` through onnxruntime, its observation built from
+`policy.json` by the robot-side runtime (`mjxgap.deploy.runtime`) from sensor readings that the
+profile makes late, noisy, biased or out of order. Between policy steps the physics runs at the
+profile's timestep; each physics step the motor model turns the target that has reached it
+into torque: MuJoCo's own position actuators (`pd`) or the reference motor of `actuator synth`
+(`reference`: transport delay, torque-speed saturation, Coulomb and viscous friction, backlash,
+quantised noisy encoder). "Fell" is `mjxgap.contract.fallen`, as in training.
+
+Episodes run in a process pool (one process per core); episode `i` of every profile uses the
+seed `(seed, i)`, so profiles and sweep values meet the same random streams.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import multiprocessing
+import pathlib
+
+import mujoco
+import numpy as np
+
+from mjxgap import contract
+from mjxgap.deploy.runtime import Policy, rotate_inverse
+from mjxgap.gap.profiles import Profile
+from mjxgap.sim.actuators.reference import MotorDrive, torque_driven
+
+EPISODE_FIELDS = ("survived", "fell", "diverged", "length_s", "tracking_error_mps",
+                  "yaw_rate_error_rad_s", "torque_rms_nm")
+
+
+def draw(rng: np.random.Generator, value, size=None):
+  """A profile value: a fixed number, or uniform over [low, high] (`size` draws)."""
+  if isinstance(value, tuple):
+    return rng.uniform(value[0], value[1], size)
+  return value if size is None else np.full(size, float(value))
+
+
+@dataclasses.dataclass
+class World:
+  """What every episode of one (policy, profile) pair shares: the policy, the robot, the model
+  at the profile's timestep and integrator (torque-driven under the reference motor), and the
+  model's nominal fields that episodes randomize."""
+
+  policy: Policy
+  profile: Profile
+  model: mujoco.MjModel
+  robot: object
+  index: np.ndarray  # policy joint i -> robot joint / actuator index
+  qadr: np.ndarray  # policy order
+  vadr: np.ndarray
+  substeps: int  # physics steps per nominal control period
+  floor_z: float
+  nominal: dict
+
+
+def world(folder: str | pathlib.Path, profile: Profile) -> World:
+  from mjxgap.deploy.play import load_policy
+  from mjxgap.robot import load_robot
+
+  policy = load_policy(pathlib.Path(folder))
+  spec = policy.spec
+  rb = load_robot(spec["robot_source"], ctrl_dt=spec["control_period_s"])
+  # under the reference motor, ctrl is the joint torque it computes each physics step
+  m = (torque_driven(rb.mj_model) if profile.motor.model == "reference"
+       else copy.deepcopy(rb.mj_model))
+  phys = profile.physics
+  m.opt.timestep = phys.timestep_s or spec["physics_step_s"]
+  if phys.integrator:
+    m.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{phys.integrator.upper()}")
+  index = np.asarray([rb.joint_names.index(j) for j in spec["joint_names"]])
+  joint_dofs = rb.qvel_adr  # robot order
+  nominal = {k: getattr(m, k).copy() for k in (
+      "geom_friction", "pair_friction", "body_mass", "body_inertia", "body_ipos",
+      "dof_armature", "dof_damping", "dof_frictionloss", "actuator_gainprm", "actuator_biasprm",
+      "actuator_forcerange", "jnt_actfrcrange")}
+  nominal["joint_dofs"] = joint_dofs
+  return World(policy, profile, m, rb, index, rb.qpos_adr[index], rb.qvel_adr[index],
+               max(1, int(round(spec["control_period_s"] / m.opt.timestep))),
+               float(m.geom_pos[rb.floor_geom_ids[0], 2]), nominal)
+
+
+def _randomize(w: World, rng: np.random.Generator) -> dict:
+  """Writes this episode's physics and PD gains into the model; returns the motor's per-joint
+  gains and torque limits (robot order)."""
+  m, n, p, motor = w.model, w.nominal, w.profile.physics, w.profile.motor
+  for k in ("geom_friction", "pair_friction", "body_mass", "body_inertia", "body_ipos",
+            "dof_armature", "dof_damping", "dof_frictionloss", "actuator_gainprm",
+            "actuator_biasprm", "actuator_forcerange", "jnt_actfrcrange"):
+    getattr(m, k)[:] = n[k]
+  if p.friction is not None:  # the same coefficient on every geom and pair: any contact has it
+    f = draw(rng, p.friction)
+    m.geom_friction[:, 0] = f
+    if m.npair:
+      m.pair_friction[:, :2] = f
+  factor = draw(rng, p.link_mass_factor, m.nbody - 1)
+  m.body_mass[1:] *= factor
+  m.body_inertia[1:] *= factor[:, None]
+  base = w.robot.base_body_id
+  payload = draw(rng, p.payload_kg)
+  grow = (m.body_mass[base] + payload) / m.body_mass[base]
+  m.body_mass[base] *= grow
+  m.body_inertia[base] *= grow
+  m.body_ipos[base] += draw(rng, p.com_offset_m, 3)
+  dofs, nu = n["joint_dofs"], w.robot.nu
+  for field, value in (("dof_armature", p.armature_factor), ("dof_damping", p.damping_factor),
+                       ("dof_frictionloss", p.frictionloss_factor)):
+    getattr(m, field)[dofs] *= draw(rng, value, len(dofs))
+  kp = w.robot.kp * draw(rng, motor.kp_factor, nu)
+  kd = w.robot.kd * draw(rng, motor.kd_factor, nu)
+  strength = draw(rng, motor.strength_factor, nu)
+  limit = np.where(np.isfinite(w.robot.torque_limit), w.robot.torque_limit, 100.0) * strength
+  if motor.model == "pd":  # MuJoCo's position actuator: gain kp, bias -kp q - kd qd
+    m.actuator_gainprm[:, 0] = kp
+    m.actuator_biasprm[:, 1] = -kp
+    m.actuator_biasprm[:, 2] = -kd
+    m.actuator_forcerange[:] = n["actuator_forcerange"] * strength[:, None]
+    m.jnt_actfrcrange[m.actuator_trnid[:, 0]] *= strength[:, None]  # where a model limits there
+  mujoco.mj_setConst(m, mujoco.MjData(m))
+  return {"kp": kp, "kd": kd, "limit": limit}
+
+
+def _command(rng, w: World) -> np.ndarray:
+  ranges = w.profile.disturbances.command
+  if ranges is None:
+    ranges = [tuple(r) for r in w.policy.spec["command"]["ranges"]]
+  return np.asarray([draw(rng, r) for r in ranges], np.float64)
+
+
+def _quat_noise(rng, quat: np.ndarray, std_rad: float) -> np.ndarray:
+  if std_rad <= 0:
+    return quat
+  out = np.zeros(4)
+  delta = np.zeros(4)
+  rotvec = rng.normal(0, std_rad, 3)
+  angle = float(np.linalg.norm(rotvec))
+  mujoco.mju_axisAngle2Quat(delta, rotvec / angle if angle > 0 else np.array([1.0, 0, 0]), angle)
+  mujoco.mju_mulQuat(out, quat, delta)
+  return out
+
+
+def episode(w: World, seed: int, seconds: float) -> dict:
+  """One episode: survival, length, tracking errors and torque RMS (the fields of
+  `EPISODE_FIELDS`)."""
+  rng = np.random.default_rng(seed)
+  prof, spec, m = w.profile, w.policy.spec, w.model
+  timing, sensing, dist = prof.timing, prof.sensing, prof.disturbances
+  gains = _randomize(w, rng)
+  d = mujoco.MjData(m)
+  d.qpos[:] = w.robot.default_qpos
+  d.qpos[w.robot.qpos_adr] += rng.uniform(-dist.initial_joint_noise_rad,
+                                          dist.initial_joint_noise_rad, w.robot.nu)
+  mujoco.mj_forward(m, d)
+  policy = w.policy
+  policy.last_action = np.zeros_like(policy.last_action)
+  dt, ctrl_dt = m.opt.timestep, spec["control_period_s"]
+  ms = lambda x: int(round(x / 1000.0 / dt))  # ms -> physics steps
+
+  # per-episode draws
+  reference = prof.motor.model == "reference"
+  drive = (MotorDrive(prof.motor.reference, gains["kp"], gains["kd"], gains["limit"],
+                      d.qpos[w.robot.qpos_adr], rng) if reference else None)
+  action_delay = ms(draw(rng, timing.action_delay_ms)
+                    + (prof.motor.reference.delay_ms if reference else 0.0))
+  groups = np.array_split(np.arange(len(w.index)), timing.bus_groups)
+  staleness = [ms(draw(rng, timing.bus_staleness_ms)) for _ in groups]
+  bias = draw(rng, sensing.gyro_bias_rad_s, 3)
+  command = _command(rng, w)
+  push_on = dist.push_velocity_mps != 0.0
+  next_push_s = draw(rng, dist.push_interval_s) if push_on else math.inf
+  next_command_s = dist.command_resample_s or math.inf
+
+  # physics-rate history of the joint readings (policy order) for stale and reordered buses
+  depth = max(staleness) + 2 * w.substeps + ms(timing.period_jitter_ms) + 2
+  hist_q = np.tile(d.qpos[w.qadr], (depth, 1))
+  hist_qd = np.tile(d.qvel[w.vadr], (depth, 1))
+  head = 0  # hist[head] is the newest physics step
+  target = np.asarray(policy.joint_targets(policy.last_action))  # policy order
+  in_flight: list[tuple[int, int, np.ndarray]] = []  # (arrival step, sent step, target)
+  step = 0
+  t_s, fell, diverged = 0.0, False, False
+  tracking, yaw_err, torque_sq = [], [], []
+  ctrl = np.zeros(m.nu)
+  while t_s < seconds - 1e-9:
+    # sensors
+    readings_q, readings_qd = np.empty(len(w.index)), np.empty(len(w.index))
+    for g, joints in enumerate(groups):
+      age = staleness[g] + (w.substeps if rng.random() < timing.reorder_prob else 0)
+      row = (head + min(age, depth - 1)) % depth
+      readings_q[joints], readings_qd[joints] = hist_q[row, joints], hist_qd[row, joints]
+    if sensing.joint_pos_noise_rad:
+      readings_q = readings_q + rng.normal(0, sensing.joint_pos_noise_rad, readings_q.shape)
+    if sensing.joint_vel_noise_rad_s:
+      readings_qd = readings_qd + rng.normal(0, sensing.joint_vel_noise_rad_s, readings_qd.shape)
+    gyro = d.qvel[3:6] + bias + rng.normal(0, sensing.gyro_noise_rad_s, 3)
+    readings = {"base_quat_wxyz": _quat_noise(rng, d.qpos[3:7].copy(),
+                                              sensing.orientation_noise_rad),
+                "base_ang_vel": gyro, "joint_pos": readings_q, "joint_vel": readings_qd,
+                "command": command}
+    action = policy.act(readings)
+    if rng.random() >= timing.drop_prob:
+      jitter = rng.uniform(-timing.action_jitter_ms, timing.action_jitter_ms)
+      arrival = step + max(0, action_delay + ms(jitter))
+      in_flight.append((arrival, step, np.asarray(policy.joint_targets(action))))
+    period = w.substeps if not timing.period_jitter_ms else max(1, int(round(
+        (ctrl_dt + rng.uniform(-timing.period_jitter_ms, timing.period_jitter_ms) / 1000.0) / dt)))
+    for _ in range(period):
+      arrived = [p for p in in_flight if p[0] <= step]
+      if arrived:  # the last packet to arrive wins, as on a bus
+        target = max(arrived, key=lambda p: (p[0], p[1]))[2]
+        in_flight = [p for p in in_flight if p[0] > step]
+      if reference:
+        tau, _ = drive.torque(_robot_order(w, target), d.qpos[w.robot.qpos_adr],
+                              d.qvel[w.robot.qvel_adr])
+        d.ctrl[:] = tau
+      else:
+        ctrl[w.index] = target
+        d.ctrl[:] = ctrl
+      mujoco.mj_step(m, d)
+      step += 1
+      head = (head - 1) % depth
+      hist_q[head], hist_qd[head] = d.qpos[w.qadr], d.qvel[w.vadr]
+    t_s += period * dt
+    # joint torque at the end of the control period (as the MJX reference samples it)
+    torque_sq.append(float(np.mean((tau if reference else d.actuator_force) ** 2)))
+    if not np.all(np.isfinite(d.qpos)) or not np.all(np.isfinite(d.qvel)):
+      diverged = True
+      break
+    bias = bias + rng.normal(0, sensing.gyro_bias_walk_rad_s_per_sqrt_s * math.sqrt(period * dt),
+                             3)
+    v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
+    tracking.append(float(np.linalg.norm(v_base[:2] - command[:2])))
+    yaw_err.append(abs(float(d.qvel[5]) - command[2]))
+    gravity = rotate_inverse(d.qpos[3:7], [0.0, 0.0, -1.0])
+    if contract.fallen(d.qpos[2] - w.floor_z, gravity[2], spec["termination"]["fall_height_m"],
+                       spec["termination"]["max_tilt_rad"], np):
+      fell = True
+      break
+    if t_s >= next_push_s:
+      angle = rng.uniform(0, 2 * np.pi)
+      d.qvel[0:2] += draw(rng, dist.push_velocity_mps) * np.array([np.cos(angle), np.sin(angle)])
+      next_push_s = t_s + draw(rng, dist.push_interval_s)
+    if t_s >= next_command_s:
+      command = _command(rng, w)
+      next_command_s = t_s + dist.command_resample_s
+  return {"survived": not (fell or diverged), "fell": fell, "diverged": diverged,
+          "length_s": round(t_s, 6),
+          "tracking_error_mps": float(np.mean(tracking)) if tracking else math.nan,
+          "yaw_rate_error_rad_s": float(np.mean(yaw_err)) if yaw_err else math.nan,
+          "torque_rms_nm": math.sqrt(np.mean(torque_sq)) if torque_sq else math.nan}
+
+
+def _robot_order(w: World, target: np.ndarray) -> np.ndarray:
+  out = np.zeros(w.robot.nu)
+  out[w.index] = target
+  return out
+
+
+_WORLDS: dict = {}  # per worker process: (folder, profile) -> World
+
+
+def _run_chunk(folder: str, profile: Profile, seeds: list[int], seconds: float) -> list[dict]:
+  key = (folder, profile)
+  if key not in _WORLDS:
+    _WORLDS.clear()
+    _WORLDS[key] = world(folder, profile)
+  return [episode(_WORLDS[key], s, seconds) for s in seeds]
+
+
+def episode_seeds(seed: int, episodes: int) -> list[int]:
+  """Episode i's seed: the same for every profile and sweep value."""
+  return [int(np.random.SeedSequence([seed, i]).generate_state(1)[0]) for i in range(episodes)]
+
+
+def pool(workers: int):
+  """A process pool of `workers` processes for `run`; None for one (run in this process)."""
+  return multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else None
+
+
+def run(folder: str | pathlib.Path, profile: Profile, episodes: int, seconds: float,
+        seed: int = 0, workers=None, processes: int = 1) -> dict[str, np.ndarray]:
+  """The profile's `episodes` episodes as arrays of `EPISODE_FIELDS`, split over `processes`
+  of the pool `workers` (None: in this process)."""
+  seeds = episode_seeds(seed, episodes)
+  n = processes if workers is not None else 1
+  chunks = [c for c in (seeds[i::n] for i in range(n)) if c]
+  jobs = [(str(folder), profile, c, seconds) for c in chunks]
+  results = (workers.starmap(_run_chunk, jobs) if workers is not None
+             else [_run_chunk(*j) for j in jobs])
+  by_seed = {s: e for c, r in zip(chunks, results) for s, e in zip(c, r)}
+  eps = [by_seed[s] for s in seeds]
+  return {f: np.asarray([e[f] for e in eps]) for f in EPISODE_FIELDS}
