@@ -23,7 +23,8 @@ table to `results/gap_ablation_summary.json`.
     python experiments/gap_ablation.py --out runs/gap_ablation --phase gap
 
 Interrupted? Run the same command again: a finished training is kept, an unfinished one
-resumes from its last checkpoint (`mjxgap train --resume`), and an existing export is reused.
+resumes from its last checkpoint (`mjxgap train --resume`), and an export of the latest
+checkpoint is reused. A larger `--total-steps` extends every finished training.
 """
 
 from __future__ import annotations
@@ -45,6 +46,21 @@ TRAININGS = {
     "adr_net": ["--dr", "adr", "--actuator", "net:{net}"],
 }
 PROFILES = ("sim2sim", "typical", "harsh")
+# `harsh` with one part back at nominal: which part breaks a policy
+HARSH_PARTS = {
+    "harsh_no_pushes": {"disturbances": {"push_velocity_mps": 0}},
+    "harsh_no_payload": {"physics": {"payload_kg": 0, "com_offset_m": 0}},
+    "harsh_model_friction": {"physics": {"friction": None}},
+    "harsh_pd_motor": {"motor": {"model": "pd", "kp_factor": 1, "kd_factor": 1,
+                                 "strength_factor": 1}},
+    "harsh_no_timing_faults": {"timing": {"action_delay_ms": 0, "action_jitter_ms": 0,
+                                          "bus_staleness_ms": 0, "reorder_prob": 0,
+                                          "drop_prob": 0, "period_jitter_ms": 0}},
+    "harsh_clean_sensing": {"sensing": {"gyro_noise_rad_s": 0, "gyro_bias_rad_s": 0,
+                                        "gyro_bias_walk_rad_s_per_sqrt_s": 0,
+                                        "orientation_noise_rad": 0, "joint_pos_noise_rad": 0,
+                                        "joint_vel_noise_rad_s": 0}},
+}
 SWEEPS = ("action_delay_ms=0:60:7", "friction=0.1:1.1:6", "push_velocity_mps=0:2:9")
 
 
@@ -78,8 +94,9 @@ def train(out: pathlib.Path, name: str, net: pathlib.Path, steps: int, seed: int
   run = out / name / "run"
   narrow = write_adr_narrow(out / "adr_narrow.json").resolve()
   args = [a.format(net=net.resolve(), adr_narrow=narrow) for a in TRAININGS[name]]
-  if (run / "config.json").is_file():  # resume (a no-op when it already finished)
-    return mjxgap("train", "--resume", "--out", str(run), "--no-progress")
+  if (run / "config.json").is_file():  # resume: a no-op when finished, extends a larger budget
+    return mjxgap("train", "--resume", "--out", str(run), "--total-steps", str(steps),
+                  "--no-progress")
   return mjxgap("train", "--preset", "cpu", "--robot", "builtin", "--task", "stand", *args,
                 "--seed", str(seed), "--total-steps", str(steps), "--out", str(run),
                 "--no-progress")
@@ -87,6 +104,11 @@ def train(out: pathlib.Path, name: str, net: pathlib.Path, steps: int, seed: int
 
 def export(out: pathlib.Path, name: str) -> pathlib.Path:
   policy = out / name / "policy"
+  latest = max(int(c.name) for c in (out / name / "run" / "checkpoints").iterdir()
+               if c.name.isdigit())
+  if (policy / "policy.json").is_file() and (
+      json.loads((policy / "policy.json").read_text())["checkpoint_iteration"] != latest):
+    shutil.rmtree(policy)  # the run went on: export its latest checkpoint
   if not (policy / "policy.json").is_file():
     shutil.rmtree(policy, ignore_errors=True)
     mjxgap("export", str(out / name / "run"), "--out", str(policy))
@@ -115,6 +137,14 @@ def markdown_table(out: pathlib.Path, names: list[str]) -> str:
     cells += [f"{_ci(r['profiles'][p]['metrics']['survival'])} / "
               f"{_ci(r['profiles'][p]['retained']['survival'])}" for p in PROFILES]
     lines.append("| " + " | ".join(cells) + " |")
+  parts = ["harsh", *HARSH_PARTS]
+  lines += ["", "| training | " + " | ".join(parts) + " |", "|" + "---|" * (len(parts) + 1)]
+  for n in names:
+    path = out / n / "harsh_parts" / "gap.json"
+    if path.is_file():
+      rows = json.loads(path.read_text())["profiles"]
+      lines.append(f"| {n} | " + " | ".join(_ci(rows[p]["metrics"]["survival"]) if p in rows
+                                            else "n/a" for p in parts) + " |")
   fields = [s.split("=")[0] for s in SWEEPS]
   lines += ["", "| training | " + " | ".join(f"break points, {f} (typical)" for f in fields)
             + " |", "|" + "---|" * (len(fields) + 1)]
@@ -164,6 +194,53 @@ def plot_sweeps(out: pathlib.Path, names: list[str], path: pathlib.Path) -> None
   plt.close(fig)
 
 
+def gap(policy: pathlib.Path, folder: pathlib.Path, args, *extra: str) -> dict:
+  """`mjxgap gap POLICY EXTRA... --out FOLDER` (an old FOLDER replaced)."""
+  shutil.rmtree(folder, ignore_errors=True)
+  return mjxgap("gap", str(policy), *extra, "--seconds", str(args.seconds), "--out", str(folder))
+
+
+def report_profiles(out: pathlib.Path, name: str, args) -> dict:
+  """The built-in profiles, `--episodes` each."""
+  folder = out / name / "gap"
+  result = gap(out / name / "policy", folder, args, "--reality", ",".join(PROFILES),
+               "--episodes", str(args.episodes))
+  for f in ("gap.json", "gap.md", "gap.png"):
+    keep(folder / f, f"gap_ablation/{name}_{f}")
+  return result
+
+
+def report_sweeps(out: pathlib.Path, name: str, args) -> dict:
+  """Each sweep on `typical`, `--sweep-episodes` per value."""
+  result = {}
+  for sweep in SWEEPS:
+    field = sweep.split("=")[0]
+    folder = out / name / f"sweep_{field}"
+    result[field] = gap(out / name / "policy", folder, args, "--reality", "typical", "--sweep",
+                        sweep, "--episodes", str(args.sweep_episodes))
+    for f in ("gap.json", "gap.md", "sweep.png"):
+      keep(folder / f, f"gap_ablation/{name}_sweep_{field}_{f}")
+  return result
+
+
+def report_harsh_parts(out: pathlib.Path, name: str, args) -> dict:
+  """`harsh`, and `harsh` with each part in turn back at nominal (`HARSH_PARTS`)."""
+  files = []
+  for part, change in HARSH_PARTS.items():
+    path = out / f"{part}.json"
+    path.write_text(json.dumps({"base": "harsh", "name": part, **change}) + "\n")
+    files.append(str(path))
+  folder = out / name / "harsh_parts"
+  result = gap(out / name / "policy", folder, args, "--reality", ",".join(["harsh", *files]),
+               "--episodes", str(args.episodes))
+  for f in ("gap.json", "gap.md"):
+    keep(folder / f, f"gap_ablation/{name}_harsh_parts_{f}")
+  return result
+
+
+REPORTS = {"profiles": report_profiles, "sweeps": report_sweeps, "harsh_parts": report_harsh_parts}
+
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--out", default="runs/gap_ablation")
@@ -175,6 +252,7 @@ def main() -> None:
   p.add_argument("--episodes", type=int, default=64, help="per profile")
   p.add_argument("--sweep-episodes", type=int, default=32, help="per sweep value")
   p.add_argument("--seconds", type=float, default=20.0, help="episode length")
+  p.add_argument("--reports", default=",".join(REPORTS), help="which gap reports to (re)make")
   args = p.parse_args()
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
@@ -191,25 +269,9 @@ def main() -> None:
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     rows = summary.get("trainings", {})
     for name in names:
-      policy = out / name / "policy"
-      report = out / name / "gap"
-      shutil.rmtree(report, ignore_errors=True)
-      result = {"profiles": mjxgap("gap", str(policy), "--reality", ",".join(PROFILES),
-                                   "--episodes", str(args.episodes), "--seconds",
-                                   str(args.seconds), "--out", str(report)),
-                "sweeps": {}}
-      for sweep in SWEEPS:
-        field = sweep.split("=")[0]
-        folder = out / name / f"sweep_{field}"
-        shutil.rmtree(folder, ignore_errors=True)
-        result["sweeps"][field] = mjxgap(
-            "gap", str(policy), "--reality", "typical", "--sweep", sweep, "--episodes",
-            str(args.sweep_episodes), "--seconds", str(args.seconds), "--out", str(folder))
-        for f in ("gap.json", "gap.md", "sweep.png"):
-          keep(folder / f, f"gap_ablation/{name}_sweep_{field}_{f}")
-      for f in ("gap.json", "gap.md", "gap.png"):
-        keep(report / f, f"gap_ablation/{name}_{f}")
-      rows[name] = result
+      row = rows.setdefault(name, {})
+      for part in args.reports.split(","):
+        row[part] = REPORTS[part](out, name, args)
     summary = {**provenance(), "total_steps": args.total_steps, "seed": args.seed,
                "trainings": rows, "wall_s": round(time.time() - t0, 1)}
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")

@@ -33,7 +33,7 @@ def test_builtin_profiles_sit_where_their_descriptions_say():
   lo, hi = typical.timing.action_delay_ms
   assert nominal.action_delay_ms[0] <= lo and hi <= nominal.action_delay_ms[1]
   assert typical.motor.model == "reference"
-  # harsh: beyond nominal_dr on payload, friction, delay and pushes
+  # harsh: beyond nominal_dr on payload, friction and delay
   assert harsh.physics.payload_kg[0] > ranges["torso_added_mass"][1]
   assert harsh.physics.friction[1] <= ranges["friction"][0]
   assert harsh.timing.action_delay_ms[0] > nominal.action_delay_ms[1]
@@ -136,17 +136,21 @@ def test_targets_reach_the_motor_after_the_action_delay(export, monkeypatch, del
                                err_msg=f"physics step {i}")
 
 
-def test_stale_buses_and_gyro_bias_reach_the_policy(export, monkeypatch):
-  """With 8 ms staleness on both buses, the joint positions the policy reads at control step k
-  are those of physics step 5k - 2 (4 ms steps); the gyro reads the true body rate + 0.1."""
-  prof = dataclasses.replace(_quiet(bus_staleness_ms=8.0),
+@pytest.mark.parametrize("staleness_ms, reorder, age", [(8.0, 0.0, 2), (0.0, 1.0, 5)])
+def test_stale_buses_and_gyro_bias_reach_the_policy(export, monkeypatch, staleness_ms, reorder,
+                                                    age):
+  """The joint positions the policy reads at control step k are those `age` physics steps (of
+  4 ms) before the latest: 2 with 8 ms staleness; 5, one whole period, when every reading is
+  overtaken (reordered). The gyro reads the true body rate + 0.1, never stale."""
+  prof = dataclasses.replace(_quiet(bus_staleness_ms=staleness_ms, reorder_prob=reorder),
                              sensing=profiles.Sensing(gyro_bias_rad_s=0.1))
   w = native.world(export, prof)
   rec = _Recorder(w, monkeypatch)
   native.episode(w, 0, 0.2)
   assert len(rec.readings) == 10
   for k in range(2, 10):
-    np.testing.assert_array_equal(rec.readings[k]["joint_pos"], rec.qpos[5 * k - 3][w.qadr])
+    np.testing.assert_array_equal(rec.readings[k]["joint_pos"],
+                                  rec.qpos[5 * k - 1 - age][w.qadr])
   for k in range(1, 10):  # the IMU is not stale: the state after the last physics step
     np.testing.assert_allclose(rec.readings[k]["base_ang_vel"] - 0.1, rec.qvel[5 * k - 1][3:6],
                                atol=1e-12)

@@ -89,7 +89,11 @@ def test_crossings_sample_exactly_at_level_counts_once():
   c = crossings([0, 1, 2], [1.0, 0.5, 0.0])
   assert len(c) == 1
   assert c[0]["value"] == 1.0 and c[0]["direction"] == "falls"
-  assert len(crossings([0, 1, 2], [1.0, 0.5, 1.0])) == 1  # a touch, not a pass, still once
+  assert crossings([0, 1, 2], [1.0, 0.5, 1.0]) == []  # a touch that turns back: no crossing
+  assert crossings([0, 1, 2, 3], [0.2, 0.5, 0.5, 0.9]) == [  # a run at the level: its middle
+      {"value": 1.5, "between": [0.0, 3.0], "direction": "rises"}]
+  assert crossings([0, 1], [1.0, 0.5]) == [  # reaching the level at the end of the range
+      {"value": 1.0, "between": [0.0, 1.0], "direction": "falls"}]
 
 
 def test_crossings_none():

@@ -114,7 +114,7 @@ PROFILES: dict[str, Profile] = {
         "harsh", "outside the training presets: a 3-6 kg payload, friction 0.25-0.4, the "
         "reference motor 10-20% weak, 25-40 ms action delay with 4 ms jitter, 4-12 ms bus "
         "staleness with 5% reordered readings and 2% dropped targets, 2 ms loop jitter, gyro "
-        "bias up to 0.1 rad/s drifting, 0.5-1.5 m/s pushes every 3-8 s",
+        "bias up to 0.1 rad/s drifting; nominal_dr's pushes (0.1-1 m/s every 5-15 s)",
         physics=Physics(friction=(0.25, 0.4), link_mass_factor=(0.85, 1.15),
                         payload_kg=(3.0, 6.0), com_offset_m=(-0.04, 0.04),
                         armature_factor=(1.0, 1.1), damping_factor=(0.5, 2.0),
@@ -127,7 +127,7 @@ PROFILES: dict[str, Profile] = {
                       period_jitter_ms=2.0),
         sensing=dataclasses.replace(_TYPICAL_NOISE, gyro_bias_rad_s=(-0.1, 0.1),
                                     gyro_bias_walk_rad_s_per_sqrt_s=0.01),
-        disturbances=Disturbances(push_velocity_mps=(0.5, 1.5), push_interval_s=(3.0, 8.0))),
+        disturbances=Disturbances(push_velocity_mps=(0.1, 1.0), push_interval_s=(5.0, 15.0))),
 }
 
 # field -> (low, high) allowed; factors must stay positive

@@ -60,10 +60,9 @@ def crossings(values, y, level: float = 0.5) -> list[dict]:
   """Every place where the piecewise-linear curve y(values) (values ascending) crosses `level`,
   in order: {"value", "between": [v0, v1], "direction": "falls" | "rises"}; the curve need not
   be monotonic. A crossing between samples is interpolated linearly. Samples exactly at the
-  level (one, or a run of them, reported at the run's midpoint) count once, even when the curve
-  only touches the level and turns back; the direction is then the side it came from
-  ("falls" from above), or, at the start of the curve, the side it goes to. NaN samples have no
-  side and cross nothing."""
+  level (one, or a run of them, reported at the run's midpoint) count once when the curve goes
+  on to the other side, or ends there; a curve that touches the level and turns back to the
+  side it came from does not cross it. NaN samples have no side and cross nothing."""
   v = np.asarray(values, float).ravel()
   y = np.asarray(y, float).ravel()
   if v.shape != y.shape:
@@ -79,7 +78,7 @@ def crossings(values, y, level: float = 0.5) -> list[dict]:
         j += 1
       before = side[i - 1] if i > 0 and not np.isnan(side[i - 1]) else 0.0
       after = side[j + 1] if j + 1 < v.size and not np.isnan(side[j + 1]) else 0.0
-      if before != 0 or after != 0:
+      if (before != 0 or after != 0) and before != after:
         falls = before > 0 if before != 0 else after < 0
         out.append({"value": float((v[i] + v[j]) / 2),
                     "between": [float(v[i - 1] if i > 0 else v[i]),
