@@ -37,6 +37,7 @@ import sys
 import time
 
 from common import RESULTS, keep, mjxgap, provenance
+from mjxgap.gap.report import interval_text
 
 TRAININGS = {
     "none": ["--dr", "none"],
@@ -118,14 +119,6 @@ def export(out: pathlib.Path, name: str) -> pathlib.Path:
   return policy
 
 
-def _ci(m: dict | None) -> str:
-  if not m or m.get("value") is None:
-    return "n/a"
-  if m.get("low") is None:
-    return f"{m['value']:.2f}"
-  return f"{m['value']:.2f} [{m['low']:.2f}, {m['high']:.2f}]"
-
-
 def markdown_table(out: pathlib.Path, names: list[str]) -> str:
   """Rows: trainings; columns: sim survival, then each profile's survival and retained
   survival (95% intervals); then each sweep's break points."""
@@ -133,9 +126,9 @@ def markdown_table(out: pathlib.Path, names: list[str]) -> str:
   head = ["training", "sim survival"] + [f"{p}: survival / retained" for p in PROFILES]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for n, r in reports.items():
-    cells = [n, _ci(r["sim"]["metrics"]["survival"])]
-    cells += [f"{_ci(r['profiles'][p]['metrics']['survival'])} / "
-              f"{_ci(r['profiles'][p]['retained']['survival'])}" for p in PROFILES]
+    cells = [n, interval_text(r["sim"]["metrics"]["survival"])]
+    cells += [f"{interval_text(r['profiles'][p]['metrics']['survival'])} / "
+              f"{interval_text(r['profiles'][p]['retained']['survival'])}" for p in PROFILES]
     lines.append("| " + " | ".join(cells) + " |")
   parts = ["harsh", *HARSH_PARTS]
   lines += ["", "| training | " + " | ".join(parts) + " |", "|" + "---|" * (len(parts) + 1)]
@@ -143,7 +136,7 @@ def markdown_table(out: pathlib.Path, names: list[str]) -> str:
     path = out / n / "harsh_parts" / "gap.json"
     if path.is_file():
       rows = json.loads(path.read_text())["profiles"]
-      lines.append(f"| {n} | " + " | ".join(_ci(rows[p]["metrics"]["survival"]) if p in rows
+      lines.append(f"| {n} | " + " | ".join(interval_text(rows[p]["metrics"]["survival"]) if p in rows
                                             else "n/a" for p in parts) + " |")
   fields = [s.split("=")[0] for s in SWEEPS]
   lines += ["", "| training | " + " | ".join(f"break points, {f} (typical)" for f in fields)

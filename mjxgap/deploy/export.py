@@ -298,12 +298,13 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
     write_atomic(tmp / "policy.json", json.dumps(info, indent=2) + "\n")
     write_npz_atomic(tmp / "weights.npz", weights_arrays(policy))
     files = ["policy.onnx", "policy.json", "weights.npz"]
-    if net_dir(config) is not None:
+    net = net_dir(config)
+    if net is not None:
       from mjxgap.sim.actuators.net import NET_FILES
 
       (tmp / ACTUATOR_FOLDER).mkdir()
       for name in NET_FILES:
-        write_atomic(tmp / ACTUATOR_FOLDER / name, (net_dir(config) / name).read_bytes())
+        write_atomic(tmp / ACTUATOR_FOLDER / name, (net / name).read_bytes())
         files.append(f"{ACTUATOR_FOLDER}/{name}")
   return {"out": str(out), "run": str(run_dir), "iteration": int(meta["iteration"]),
           "files": files, **info["parity"]}

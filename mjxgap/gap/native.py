@@ -26,7 +26,7 @@ import numpy as np
 from mjxgap import contract
 from mjxgap.deploy.runtime import Policy, rotate_inverse
 from mjxgap.gap.profiles import Profile
-from mjxgap.sim.actuators.reference import MotorDrive, torque_driven
+from mjxgap.sim.actuators.reference import MotorDrive, joint_torque_limits, torque_driven
 
 EPISODE_FIELDS = ("survived", "fell", "diverged", "length_s", "tracking_error_mps",
                   "yaw_rate_error_rad_s", "torque_rms_nm")
@@ -37,6 +37,12 @@ def draw(rng: np.random.Generator, value, size=None):
   if isinstance(value, tuple):
     return rng.uniform(value[0], value[1], size)
   return value if size is None else np.full(size, float(value))
+
+
+# the model fields an episode writes, restored to the model's own before each episode
+RANDOMIZED_FIELDS = ("geom_friction", "pair_friction", "body_mass", "body_inertia", "body_ipos",
+                     "dof_armature", "dof_damping", "dof_frictionloss", "actuator_gainprm",
+                     "actuator_biasprm", "actuator_forcerange", "jnt_actfrcrange")
 
 
 @dataclasses.dataclass
@@ -72,12 +78,7 @@ def world(folder: str | pathlib.Path, profile: Profile) -> World:
   if phys.integrator:
     m.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{phys.integrator.upper()}")
   index = np.asarray([rb.joint_names.index(j) for j in spec["joint_names"]])
-  joint_dofs = rb.qvel_adr  # robot order
-  nominal = {k: getattr(m, k).copy() for k in (
-      "geom_friction", "pair_friction", "body_mass", "body_inertia", "body_ipos",
-      "dof_armature", "dof_damping", "dof_frictionloss", "actuator_gainprm", "actuator_biasprm",
-      "actuator_forcerange", "jnt_actfrcrange")}
-  nominal["joint_dofs"] = joint_dofs
+  nominal = {k: getattr(m, k).copy() for k in RANDOMIZED_FIELDS}
   return World(policy, profile, m, rb, index, rb.qpos_adr[index], rb.qvel_adr[index],
                max(1, int(round(spec["control_period_s"] / m.opt.timestep))),
                float(m.geom_pos[rb.floor_geom_ids[0], 2]), nominal)
@@ -87,9 +88,7 @@ def _randomize(w: World, rng: np.random.Generator) -> dict:
   """Writes this episode's physics and PD gains into the model; returns the motor's per-joint
   gains and torque limits (robot order)."""
   m, n, p, motor = w.model, w.nominal, w.profile.physics, w.profile.motor
-  for k in ("geom_friction", "pair_friction", "body_mass", "body_inertia", "body_ipos",
-            "dof_armature", "dof_damping", "dof_frictionloss", "actuator_gainprm",
-            "actuator_biasprm", "actuator_forcerange", "jnt_actfrcrange"):
+  for k in RANDOMIZED_FIELDS:
     getattr(m, k)[:] = n[k]
   if p.friction is not None:  # the same coefficient on every geom and pair: any contact has it
     f = draw(rng, p.friction)
@@ -105,14 +104,14 @@ def _randomize(w: World, rng: np.random.Generator) -> dict:
   m.body_mass[base] *= grow
   m.body_inertia[base] *= grow
   m.body_ipos[base] += draw(rng, p.com_offset_m, 3)
-  dofs, nu = n["joint_dofs"], w.robot.nu
+  dofs, nu = w.robot.qvel_adr, w.robot.nu
   for field, value in (("dof_armature", p.armature_factor), ("dof_damping", p.damping_factor),
                        ("dof_frictionloss", p.frictionloss_factor)):
     getattr(m, field)[dofs] *= draw(rng, value, len(dofs))
   kp = w.robot.kp * draw(rng, motor.kp_factor, nu)
   kd = w.robot.kd * draw(rng, motor.kd_factor, nu)
   strength = draw(rng, motor.strength_factor, nu)
-  limit = np.where(np.isfinite(w.robot.torque_limit), w.robot.torque_limit, 100.0) * strength
+  limit = joint_torque_limits(w.robot) * strength
   if motor.model == "pd":  # MuJoCo's position actuator: gain kp, bias -kp q - kd qd
     m.actuator_gainprm[:, 0] = kp
     m.actuator_biasprm[:, 1] = -kp
@@ -178,12 +177,11 @@ def episode(w: World, seed: int, seconds: float) -> dict:
   hist_q = np.tile(d.qpos[w.qadr], (depth, 1))
   hist_qd = np.tile(d.qvel[w.vadr], (depth, 1))
   head = 0  # hist[head] is the newest physics step
-  target = np.asarray(policy.joint_targets(policy.last_action))  # policy order
+  target = _robot_order(w, policy.joint_targets(policy.last_action))  # actuator order
   in_flight: list[tuple[int, int, np.ndarray]] = []  # (arrival step, sent step, target)
   step = 0
   t_s, fell, diverged = 0.0, False, False
   tracking, yaw_err, torque_sq = [], [], []
-  ctrl = np.zeros(m.nu)
   while t_s < seconds - 1e-9:
     # sensors
     readings_q, readings_qd = np.empty(len(w.index)), np.empty(len(w.index))
@@ -204,7 +202,7 @@ def episode(w: World, seed: int, seconds: float) -> dict:
     if rng.random() >= timing.drop_prob:
       jitter = rng.uniform(-timing.action_jitter_ms, timing.action_jitter_ms)
       arrival = step + max(0, action_delay + ms(jitter))
-      in_flight.append((arrival, step, np.asarray(policy.joint_targets(action))))
+      in_flight.append((arrival, step, _robot_order(w, policy.joint_targets(action))))
     period = w.substeps if not timing.period_jitter_ms else max(1, int(round(
         (ctrl_dt + rng.uniform(-timing.period_jitter_ms, timing.period_jitter_ms) / 1000.0) / dt)))
     for _ in range(period):
@@ -213,12 +211,10 @@ def episode(w: World, seed: int, seconds: float) -> dict:
         target = max(arrived, key=lambda p: (p[0], p[1]))[2]
         in_flight = [p for p in in_flight if p[0] > step]
       if reference:
-        tau, _ = drive.torque(_robot_order(w, target), d.qpos[w.robot.qpos_adr],
-                              d.qvel[w.robot.qvel_adr])
+        tau, _ = drive.torque(target, d.qpos[w.robot.qpos_adr], d.qvel[w.robot.qvel_adr])
         d.ctrl[:] = tau
       else:
-        ctrl[w.index] = target
-        d.ctrl[:] = ctrl
+        d.ctrl[:] = target
       mujoco.mj_step(m, d)
       step += 1
       head = (head - 1) % depth
@@ -254,6 +250,7 @@ def episode(w: World, seed: int, seconds: float) -> dict:
 
 
 def _robot_order(w: World, target: np.ndarray) -> np.ndarray:
+  """Policy-order joint targets in the robot's joint (and actuator) order."""
   out = np.zeros(w.robot.nu)
   out[w.index] = target
   return out

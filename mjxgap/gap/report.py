@@ -93,7 +93,7 @@ def _fmt(x, spec: str = ".2f") -> str:
   return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def _ci(m: dict | None) -> str:
+def interval_text(m: dict | None) -> str:
   """`0.94 [0.85, 0.98]`, or `n/a` parts where a number is missing."""
   if not m:
     return "n/a"
@@ -139,10 +139,10 @@ def _markdown(result: dict) -> str:
   lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
   def row(name: str, metrics: dict, kept: dict | None) -> str:
-    cells = [name, _ci(metrics.get("survival")), _value(metrics.get("fall_rate")),
+    cells = [name, interval_text(metrics.get("survival")), _value(metrics.get("fall_rate")),
              _value(metrics.get("episode_length_s")), _value(metrics.get("tracking_error_mps")),
              _value(metrics.get("torque_rms_nm")),
-             _ci(kept.get("survival")) if kept is not None else "-",
+             interval_text(kept.get("survival")) if kept is not None else "-",
              _value(kept.get("episode_length_s")) if kept is not None else "-"]
     return "| " + " | ".join(cells) + " |"
 
@@ -160,8 +160,8 @@ def _markdown(result: dict) -> str:
               f"| {axis} | survival [95% CI] | retained survival [95% CI] | episode length (s) |",
               "|---|---|---|---|"]
     for p in s["points"]:
-      lines.append(f"| {_fmt(p['value'], 'g')} | {_ci(p['metrics'].get('survival'))} | "
-                   f"{_ci(p.get('retained', {}).get('survival'))} | "
+      lines.append(f"| {_fmt(p['value'], 'g')} | {interval_text(p['metrics'].get('survival'))} | "
+                   f"{interval_text(p.get('retained', {}).get('survival'))} | "
                    f"{_value(p['metrics'].get('episode_length_s'))} |")
     omits = s["points"][0].get("mjx_omits") if s["points"] else None
     lines += ["", _break_text(s)] + ([f"", f"MJX omits: {'; '.join(omits)}."] if omits else [])

@@ -37,6 +37,12 @@ class ADRParam:
   init_high: float | None = None
   multiplicative: bool = False  # bounds move by a factor (1 + delta) instead of +-delta
 
+  @property
+  def initial(self) -> tuple[float, float]:
+    """The range the curriculum starts at: (init_low, init_high), nominal where not given."""
+    return (self.nominal if self.init_low is None else self.init_low,
+            self.nominal if self.init_high is None else self.init_high)
+
 
 @dataclasses.dataclass(frozen=True)
 class ADRConfig:
@@ -51,10 +57,7 @@ class ADRConfig:
 
   def floor(self, p: ADRParam) -> tuple[float, float]:
     """The (low, high) a failing `p` narrows to at most."""
-    if self.narrow_to == "nominal":
-      return p.nominal, p.nominal
-    return (p.nominal if p.init_low is None else p.init_low,
-            p.nominal if p.init_high is None else p.init_high)
+    return (p.nominal, p.nominal) if self.narrow_to == "nominal" else p.initial
 
   def validate(self) -> None:
     if not self.params:
@@ -72,8 +75,7 @@ class ADRConfig:
     if not 0.0 < self.boundary_prob <= 1.0:
       raise UserError(f"adr: boundary_prob must be in (0, 1], got {self.boundary_prob}")
     for p in self.params:
-      lo = p.nominal if p.init_low is None else p.init_low
-      hi = p.nominal if p.init_high is None else p.init_high
+      lo, hi = p.initial
       if not p.delta > 0:
         raise UserError(f"adr parameter {p.name}: delta must be > 0, got {p.delta}")
       if not p.hard_low <= lo <= p.nominal <= hi <= p.hard_high:
@@ -106,10 +108,7 @@ def _array(config: ADRConfig, field: str) -> jax.Array:
 
 def init(config: ADRConfig) -> ADRState:
   config.validate()
-  low = jnp.asarray([p.nominal if p.init_low is None else p.init_low for p in config.params],
-                    jnp.float32)
-  high = jnp.asarray([p.nominal if p.init_high is None else p.init_high for p in config.params],
-                     jnp.float32)
+  low, high = (jnp.asarray(x, jnp.float32) for x in zip(*(p.initial for p in config.params)))
   n = len(config.params)
   return ADRState(low, high, jnp.zeros((n, 2)), jnp.zeros((n, 2), jnp.int32))
 

@@ -94,14 +94,21 @@ def with_adr(dr: DomainRandomization, section: Mapping, where: str) -> DomainRan
     config.validate()
   except UserError as e:
     raise UserError(f"{where}: {e}") from None
-  limits = {p.name: (p.hard_low, p.hard_high) for p in params}
-  noise = tuple((t, limits[NOISE_PREFIX + t][1] if NOISE_PREFIX + t in limits else v)
+  return _with_ranges(dr, {p.name: (p.hard_low, p.hard_high) for p in params}, config)
+
+
+def _with_ranges(dr: DomainRandomization, ranges: Mapping[str, tuple[float, float]], adr
+                 ) -> DomainRandomization:
+  """`dr` with each named item's range replaced (a noise item's scale by the range's high
+  end) and `adr` as its curriculum."""
+  noise = tuple((t, float(ranges[NOISE_PREFIX + t][1]) if NOISE_PREFIX + t in ranges else v)
                 for t, v in dr.obs_noise)
   return dataclasses.replace(
-      dr, adr=config, obs_noise=noise,
-      params=tuple(dataclasses.replace(p, low=limits[p.name][0], high=limits[p.name][1])
-                   if p.name in limits else p for p in dr.params),
-      **{k: limits[k] for k in EPISODE_ITEMS if k in limits})
+      dr, adr=adr, obs_noise=noise,
+      params=tuple(dataclasses.replace(p, low=float(ranges[p.name][0]),
+                                       high=float(ranges[p.name][1]))
+                   if p.name in ranges else p for p in dr.params),
+      **{k: tuple(map(float, ranges[k])) for k in EPISODE_ITEMS if k in ranges})
 
 
 def at_ranges(dr: DomainRandomization, ranges: Mapping[str, tuple[float, float]]
@@ -113,11 +120,4 @@ def at_ranges(dr: DomainRandomization, ranges: Mapping[str, tuple[float, float]]
   missing = sorted({p.name for p in dr.adr.params} - set(ranges))
   if missing:
     raise UserError(f"ADR ranges: no range for item {missing[0]!r}")
-  noise = tuple((t, float(ranges[NOISE_PREFIX + t][1]) if NOISE_PREFIX + t in ranges else v)
-                for t, v in dr.obs_noise)
-  return dataclasses.replace(
-      dr, adr=None, obs_noise=noise,
-      params=tuple(dataclasses.replace(p, low=float(ranges[p.name][0]),
-                                       high=float(ranges[p.name][1]))
-                   if p.name in ranges else p for p in dr.params),
-      **{k: tuple(map(float, ranges[k])) for k in EPISODE_ITEMS if k in ranges})
+  return _with_ranges(dr, ranges, None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mjxgap.sim.adr_binding import with_adr
+from mjxgap.sim.adr_binding import adr_items, with_adr
 from mjxgap.sim.randomization import DomainRandomization, ParamSpec
 
 NOMINAL_NOISE = (("gyro", 0.2), ("projected_gravity", 0.05), ("joint_pos", 0.01),
@@ -84,13 +84,10 @@ def nominal_dr_ranges() -> dict[str, tuple[float, float]]:
   """Each default ADR item's range in `nominal_dr`, widened to include its nominal value (the
   push's 0.1 m/s floor becomes 0): where the default curriculum starts. Friction, a `set`
   range there (0.4-1.0), is the factor that gives it on the built-in robot (0.5-1.25)."""
-  base = PRESETS["nominal_dr"]()
-  ranges = {p.name: (p.low, p.high) for p in base.params}
-  ranges["friction"] = tuple(f / BUILTIN_FRICTION for f in ranges["friction"])
-  ranges |= {k: getattr(base, k) for k in ("action_delay_ms", "obs_delay_ms", "push_velocity_mps")}
-  nominal = {"action_delay_ms": 0.0, "obs_delay_ms": 0.0, "push_velocity_mps": 0.0}
-  return {k: (min(ranges[k][0], nominal.get(k, 1.0)), max(ranges[k][1], nominal.get(k, 1.0)))
-          for k in DEFAULT_ADR}
+  items = adr_items(PRESETS["nominal_dr"]())  # item -> (low, high, nominal)
+  low, high, _ = items["friction"]
+  items["friction"] = (low / BUILTIN_FRICTION, high / BUILTIN_FRICTION, 1.0)
+  return {k: (min(items[k][0], items[k][2]), max(items[k][1], items[k][2])) for k in DEFAULT_ADR}
 
 
 def default_adr() -> DomainRandomization:

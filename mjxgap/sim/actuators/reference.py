@@ -65,6 +65,11 @@ class MotorDrive:
     return np.clip(tau_cmd, low, high) - friction, qd_meas
 
 
+def joint_torque_limits(robot: Robot) -> np.ndarray:
+  """Each actuated joint's torque limit, N m; 100 N m where the model sets none."""
+  return np.where(np.isfinite(robot.torque_limit), robot.torque_limit, 100.0)
+
+
 def torque_driven(model: mujoco.MjModel) -> mujoco.MjModel:
   """A copy of `model` whose actuators apply `ctrl` as joint torque, unlimited."""
   m = copy.deepcopy(model)
@@ -137,7 +142,7 @@ def synthesize(robot: Robot, config: SynthConfig = SynthConfig()) -> dict[str, n
   base_qpos = robot.default_qpos[:7].copy()
   mujoco.mj_forward(m, d)
 
-  limit = np.where(np.isfinite(robot.torque_limit), robot.torque_limit, 100.0)
+  limit = joint_torque_limits(robot)
   qadr, vadr = robot.qpos_adr, robot.qvel_adr
   drive = MotorDrive(motor, robot.kp, robot.kd, limit, d.qpos[qadr], rng)
 
