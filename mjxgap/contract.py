@@ -1,11 +1,11 @@
 """What training and the robot must agree on, defined once for both sides of the deploy boundary.
 
 The observation normaliser's constants, the hidden-layer activations, the rotation of a world
-vector into the base frame and the fall test. Training (JAX: the env, the normaliser, the
-networks) and the robot side (numpy: `mjxgap.deploy.runtime`, `mjxgap play`, the export's numpy
-forward pass) call these same functions, passing their array module as `xp` (`jax.numpy` or
-`numpy`), so the two sides cannot drift apart. This module imports nothing but the standard
-library, so the runtime stays free of JAX: copy it onto a robot next to `runtime.py`.
+vector into the base frame, the gait clock and the fall test. Training (JAX: the env, the
+normaliser, the networks) and the robot side (numpy: `mjxgap.deploy.runtime`, `mjxgap play`, the
+export's numpy forward pass) call these same functions, passing their array module as `xp`
+(`jax.numpy` or `numpy`), so the two sides cannot drift apart. This module imports nothing but the
+standard library, so the runtime stays free of JAX: copy it onto a robot next to `runtime.py`.
 `tests/test_contract.py` pins both array modules to independent references (MuJoCo's own
 quaternion rotation, Flax's activations, a numpy normaliser).
 """
@@ -53,6 +53,14 @@ def rotate_inverse(quat_wxyz, v, xp):
   v = xp.asarray(v)
   t = 2.0 * xp.cross(u, v)
   return v + w * t + xp.cross(u, t)
+
+
+def gait_phase(control_step, ctrl_dt_s: float, frequency_hz: float, xp):
+  """The gait clock's phase (rad, in [0, 2 pi)) at control step `control_step` of an episode
+  (0 at its start): the first foot's; the second foot is half a cycle (pi) later. The actor
+  observes (cos, sin) of it; the robot counts control steps from the policy's start."""
+  cycles = control_step * (ctrl_dt_s * frequency_hz)
+  return 2.0 * math.pi * (cycles - xp.floor(cycles))
 
 
 def fallen(height_m, projected_gravity_z, fall_height_m, max_tilt_rad, xp):

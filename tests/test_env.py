@@ -26,7 +26,8 @@ def env(builtin_robot):
   walk = task_config("walk")
   config = dataclasses.replace(walk, name="all_terms", rewards={k: 1.0 for k in REWARD_TERMS},
                                command_resample_s=0.1, zero_command_prob=0.0,
-                               init_joint_noise_rad=0.1)
+                               init_joint_noise_rad=0.1,
+                               soft_joint_limit_fraction=0.2)  # so joint_limits is not all 0
   return LocomotionEnv(builtin_robot, config)
 
 
@@ -117,6 +118,22 @@ def _np_terms(env, prev, cur, action, i):
   jp = qpos[r.qpos_adr] - r.default_joint_pos
   sig = env.config.tracking_sigma
   moving = np.linalg.norm(cmd) > 0.1
+  m, d = r.mj_model, mujoco.MjData(r.mj_model)
+
+  def feet_at(qpos_):  # feet bodies' world positions by MuJoCo's own forward kinematics
+    d.qpos[:] = qpos_
+    mujoco.mj_kinematics(m, d)
+    return d.xpos[list(r.feet_body_ids)].copy()
+
+  feet, feet_before = feet_at(qpos), feet_at(np.asarray(prev.pipeline_state.qpos[i], np.float64))
+  height = feet[:, 2] - feet_at(r.default_qpos)[:, 2]
+  speed = np.linalg.norm(feet[:, :2] - feet_before[:, :2], axis=1) / env.dt
+  cycles = int(cur.info["step"][i]) * env.dt * env.config.gait_frequency_hz
+  phase = (2 * np.pi * (cycles % 1.0) + np.array([0.0, np.pi])) % (2 * np.pi)
+  ref = env.config.swing_height_m * np.sin(phase) ** 2 * (phase < np.pi) * moving
+  lo, hi = r.joint_range[:, 0], r.joint_range[:, 1]
+  mid, half = (lo + hi) / 2, env.config.soft_joint_limit_fraction * (hi - lo) / 2
+  q_abs = qpos[r.qpos_adr]
   return {
       "alive": 1.0, "termination": float(fell),
       "orientation": g[0] ** 2 + g[1] ** 2, "base_height": (qpos[2] - h0) ** 2,
@@ -126,7 +143,15 @@ def _np_terms(env, prev, cur, action, i):
       "torques": np.sum(torque ** 2), "action_rate": np.sum((action - last) ** 2),
       "tracking_lin_vel": np.exp(-np.sum((cmd[:2] - v[:2]) ** 2) / sig),
       "tracking_ang_vel": np.exp(-(cmd[2] - w[2]) ** 2 / sig),
-      "feet_air_time": np.sum((air - 0.2) * first) * moving,
+      "feet_air_time": np.sum((np.minimum(air, 0.5) - 0.2) * first) * moving,
+      "feet_phase": np.exp(-np.sum((height - ref) ** 2) / 0.01),
+      "feet_slip": np.sum(speed ** 2 * contact),
+      "joint_limits": np.sum(np.maximum(q_abs - (mid + half), 0)
+                             + np.maximum(mid - half - q_abs, 0)),
+      # the walk task's hip and knee joints, by name
+      "hip_deviation": sum(abs(jp[i]) for i, n in enumerate(r.joint_names)
+                           if "hip_yaw" in n or "hip_roll" in n),
+      "knee_deviation": sum(abs(jp[i]) for i, n in enumerate(r.joint_names) if "knee" in n),
       "stand_still": np.sum(np.abs(jp)) * (not moving),
   }
 
@@ -152,10 +177,30 @@ def test_episode_sums_accumulate_per_term(env, run64):
   last = run64[-1]
   for k in REWARD_TERMS:
     total = sum(np.asarray(s.metrics[f"reward/{k}"]) for s in run64[1:])
-    np.testing.assert_allclose(last.info["episode_metrics"][k], total, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(last.info["episode_metrics"][f"reward/{k}"], total, rtol=1e-5,
+                               atol=1e-6)
   np.testing.assert_allclose(last.info["episode_metrics"]["return"],
                              sum(np.asarray(s.reward) for s in run64[1:]), rtol=1e-5, atol=1e-5)
   np.testing.assert_array_equal(last.info["episode_metrics"]["length"], N_STEPS)
+  # tracking errors: running means over the episode's steps, against numpy
+  lin, yaw = [], []
+  for s in run64[1:]:
+    qpos, qvel = np.asarray(s.pipeline_state.qpos, float), np.asarray(s.pipeline_state.qvel, float)
+    cmd = np.asarray(s.info["command"], float)
+    v = np.array([_np_rotate_inverse(q[3:7], w[:3]) for q, w in zip(qpos, qvel)])
+    lin.append(np.linalg.norm(cmd[:, :2] - v[:, :2], axis=1))
+    yaw.append(np.abs(cmd[:, 2] - qvel[:, 5]))
+  np.testing.assert_allclose(last.info["episode_metrics"]["lin_vel_error_mps"],
+                             np.mean(lin, axis=0), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(last.info["episode_metrics"]["yaw_rate_error_rad_s"],
+                             np.mean(yaw, axis=0), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(last.metrics["lin_vel_error_mps"], lin[-1], rtol=1e-4, atol=1e-5)
+
+
+def _np_clock(env, step):
+  """cos, sin of the gait clock: frequency x time, by hand."""
+  phase = 2 * np.pi * ((step * env.dt * env.config.gait_frequency_hz) % 1.0)
+  return np.array([np.cos(phase), np.sin(phase)])
 
 
 def test_actor_and_critic_observations_match_numpy(env, run64):
@@ -167,14 +212,15 @@ def test_actor_and_critic_observations_match_numpy(env, run64):
       actor = np.concatenate([
           qvel[3:6], _np_rotate_inverse(qpos[3:7], [0, 0, -1]),
           qpos[r.qpos_adr] - r.default_joint_pos, qvel[r.qvel_adr],
-          np.asarray(s.info["last_action"][i]), np.asarray(s.info["command"][i])])
+          np.asarray(s.info["last_action"][i]), np.asarray(s.info["command"][i]),
+          _np_clock(env, int(s.info["step"][i]))])
       np.testing.assert_allclose(s.obs["state"][i], actor, rtol=1e-5, atol=1e-5)
-      critic = np.concatenate([actor, _np_rotate_inverse(qpos[3:7], qvel[:3]), [qpos[2]],
-                               np.asarray(s.info["feet_contact"][i], np.float64)])
+      critic = np.concatenate([actor[:-2], _np_rotate_inverse(qpos[3:7], qvel[:3]), [qpos[2]],
+                               np.asarray(s.info["feet_contact"][i], np.float64), actor[-2:]])
       np.testing.assert_allclose(s.obs["privileged_state"][i], critic, rtol=1e-5, atol=1e-5)
   layout = env.observation_layout("actor")
   assert [t["name"] for t in layout] == list(env.config.actor_obs)
-  assert sum(t["size"] for t in layout) == run64[0].obs["state"].shape[1] == 6 + 3 + 3 * r.nu
+  assert sum(t["size"] for t in layout) == run64[0].obs["state"].shape[1] == 6 + 3 + 3 * r.nu + 2
   assert sum(t["size"] for t in env.observation_layout("critic")) == \
       run64[0].obs["privileged_state"].shape[1]
 
@@ -191,6 +237,13 @@ def test_commands_resampled_within_ranges(env, run64):
   assert np.std(first[:, 0]) > 0.1  # envs draw different commands
 
 
+def _offsets(layout):
+  offset = 0
+  for t in layout:
+    yield {**t, "offset": offset}
+    offset += t["size"]
+
+
 def _command_checks(env, states, step):
   """At a resampling step: the command the actor and the critic see is the one just drawn,
   and the reward of that step tracks it (tracking_lin_vel recomputed with raw MuJoCo's
@@ -198,9 +251,9 @@ def _command_checks(env, states, step):
   s, before = states[step], states[step - 1]
   cmd = np.asarray(s.info["command"])
   assert np.all(np.any(cmd != np.asarray(before.info["command"]), axis=1))  # resampled here
-  n_actor = s.obs["state"].shape[1]
-  np.testing.assert_array_equal(s.obs["state"][:, n_actor - 3:], cmd)
-  np.testing.assert_array_equal(s.obs["privileged_state"][:, n_actor - 3:n_actor], cmd)
+  at = {t["name"]: t["offset"] for t in _offsets(env.observation_layout("actor"))}["command"]
+  np.testing.assert_array_equal(s.obs["state"][:, at:at + 3], cmd)
+  np.testing.assert_array_equal(s.obs["privileged_state"][:, at:at + 3], cmd)
   qpos, qvel = np.asarray(s.pipeline_state.qpos, float), np.asarray(s.pipeline_state.qvel, float)
   for e in range(cmd.shape[0]):
     inv = np.zeros(4)

@@ -22,6 +22,7 @@ class PPOConfig:
   value_clip_epsilon: float = 0.0  # 0: no value clipping
   value_cost: float = 0.5
   entropy_cost: float = 0.005
+  symmetry_cost: float = 0.0  # weight of the left/right mirror symmetry loss (0: off)
   learning_rate: float = 3e-4
   lr_schedule: str = "constant"  # constant | linear (to 0 at total_steps)
   max_grad_norm: float = 1.0
@@ -45,7 +46,7 @@ class PPOConfig:
                  "init_noise_std", "action_clip"):
       if not getattr(self, name) > 0:
         raise UserError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
-    for name in ("value_clip_epsilon", "value_cost", "entropy_cost"):
+    for name in ("value_clip_epsilon", "value_cost", "entropy_cost", "symmetry_cost"):
       if not getattr(self, name) >= 0:
         raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
     if self.lr_schedule not in ("constant", "linear"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +40,7 @@ class Batch(NamedTuple):
   value: jax.Array
   advantage: jax.Array
   target: jax.Array
+  mirrored_obs: jax.Array | None = None  # `obs` of the left/right mirrored robot (symmetry)
 
 
 def _mean(x: jax.Array, axis_name: str | None) -> jax.Array:
@@ -49,8 +50,14 @@ def _mean(x: jax.Array, axis_name: str | None) -> jax.Array:
 
 def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: float,
              value_clip_epsilon: float, value_cost: float, entropy_cost: float,
-             normalize_advantages: bool, axis_name: str | None = None):
-  """Clipped surrogate + value loss - entropy bonus, averaged over the batch on every device.
+             normalize_advantages: bool, symmetry_cost: float = 0.0,
+             mirror_action: Callable | None = None, axis_name: str | None = None):
+  """Clipped surrogate + value loss - entropy bonus (+ symmetry loss), averaged over the batch
+  on every device.
+
+  The symmetry loss is the mean squared difference between the action mean in the mirrored
+  state and the mirror of the action mean (`mirror_action`): zero for a policy that acts the
+  same on both sides.
 
   With `axis_name`, the advantage statistics are those of the whole batch across devices, so
   averaging the devices' gradients equals the gradient of one device holding all the data.
@@ -76,7 +83,12 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
   value_loss = 0.5 * jnp.mean(value_err)
   ent = jnp.mean(networks.entropy(jnp.broadcast_to(log_std, mean.shape)))
   loss = policy_loss + value_cost * value_loss - entropy_cost * ent
-  info = {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": ent,
+  info = {}
+  if symmetry_cost > 0:
+    mirrored_mean = apply_actor(params["actor"], batch.mirrored_obs)
+    info["symmetry_loss"] = jnp.mean(jnp.square(mirrored_mean - mirror_action(mean)))
+    loss = loss + symmetry_cost * info["symmetry_loss"]
+  info |= {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": ent,
           "approx_kl": jnp.mean((ratio - 1.0) - (logp - batch.log_prob)),
           "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32))}
   return loss, info

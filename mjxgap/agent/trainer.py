@@ -57,11 +57,11 @@ def learning_rate(schedule, iteration) -> jax.Array:
 
 
 def _episode_sums(transitions, names):
-  """Per-iteration sums over finished episodes (return, length, reward terms) and counts."""
+  """Per-iteration sums over finished episodes of each of the env's episode metrics (its
+  return, length, reward terms...) and counts."""
   done = transitions["done"]
   fin = transitions["final_episode_metrics"]
-  out = {f"episode_{k}" if k in ("return", "length") else f"episode_reward/{k}":
-         jnp.sum(fin[k] * done) for k in names}
+  out = {f"episode_{k}": jnp.sum(fin[k] * done) for k in names}
   out["episodes"] = jnp.sum(done)
   out["falls"] = jnp.sum(transitions["fell"] * done)
   out["nan_resets"] = jnp.sum(transitions["nan"])
@@ -73,7 +73,7 @@ class Trainer:
   """Builds and holds the jitted functions of one (env, config, mesh)."""
 
   def __init__(self, env, config: PPOConfig, total_steps: int, devices=None,
-               curriculum: Curriculum | None = None):
+               curriculum: Curriculum | None = None, mirrors: tuple | None = None):
     self.env = env if isinstance(env, AutoReset) else AutoReset(env)
     self.config = config
     devices = list(devices or jax.local_devices())
@@ -84,6 +84,10 @@ class Trainer:
     self.num_devices = len(devices)
     self.action_size = env.action_size
     self.curriculum = curriculum
+    if config.symmetry_cost > 0 and mirrors is None:
+      raise UserError("ppo.symmetry_cost > 0 needs the env's observation and action mirrors")
+    # (observation, action) mirrors: array -> array of the mirrored robot (symmetry loss)
+    self.mirrors = mirrors if config.symmetry_cost > 0 else None
     first = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
     self.obs_size = int(first.obs["state"].shape[-1])
     self.critic_obs_size = int(first.obs["privileged_state"].shape[-1])
@@ -205,7 +209,9 @@ class Trainer:
     n = batch.obs.shape[0]
     loss_kwargs = dict(clip_epsilon=cfg.clip_epsilon, value_clip_epsilon=cfg.value_clip_epsilon,
                        value_cost=cfg.value_cost, entropy_cost=cfg.entropy_cost,
-                       normalize_advantages=cfg.normalize_advantages)
+                       normalize_advantages=cfg.normalize_advantages,
+                       symmetry_cost=cfg.symmetry_cost,
+                       mirror_action=self.mirrors[1] if self.mirrors else None)
 
     def minibatch_step(carry, mb):
       params, opt_state = carry
@@ -235,7 +241,10 @@ class Trainer:
     flat = lambda x: x.reshape(-1, *x.shape[2:])
     batch = losses.Batch(obs=flat(tr["obs"]), critic_obs=flat(tr["critic_obs"]),
                          action=flat(tr["action"]), log_prob=flat(tr["log_prob"]),
-                         value=flat(tr["value"]), advantage=flat(adv), target=flat(target))
+                         value=flat(tr["value"]), advantage=flat(adv), target=flat(target),
+                         mirrored_obs=(flat(self._normalize(state.obs_stats,
+                                                            self.mirrors[0](tr["raw_obs"])))
+                                       if self.mirrors else None))
     lr = learning_rate(state.lr_schedule, state.iteration)
     params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
                                             jax.random.fold_in(k_sgd, device), lr)

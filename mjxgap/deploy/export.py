@@ -211,6 +211,9 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
                               "base tilted more than max_tilt_rad"},
       "command": {"terms": ["forward_velocity_mps", "lateral_velocity_mps", "yaw_rate_rad_s"],
                   "ranges": [list(r) for r in task.command_ranges]},
+      "gait": {"frequency_hz": task.gait_frequency_hz,
+               "note": "gait_phase = 2 pi frac(control_step * control_period_s * frequency_hz), "
+                       "control_step counted from 0 at the policy's start"},
       "trained_with": {"randomization": config.dr, "actuator": config.actuator,
                        "action_delay_ms": list(dr.action_delay_ms),
                        "obs_delay_ms": list(dr.obs_delay_ms),

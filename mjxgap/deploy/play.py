@@ -67,10 +67,11 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   if recorder:
     recorder.fps = 1.0 / (frame_every * spec["control_period_s"])
     recorder.capture(d)
-  start_xy = d.qpos[:2].copy()
+  start_xy, start_yaw = d.qpos[:2].copy(), _yaw(d.qpos[3:7])
+  yaw, turned = start_yaw, 0.0  # rad, summed step by step so that full turns count
   steps = int(round(seconds / spec["control_period_s"]))
   record_steps = int(round(record_s / m.opt.timestep))
-  recorded, tracking, fell, t = [], [], False, 0
+  recorded, tracking, yaw_tracking, fell, t = [], [], [], False, 0
   for t in range(1, steps + 1):
     quat = d.qpos[3:7].copy()
     readings = {"base_quat_wxyz": quat, "base_ang_vel": d.qvel[3:6].copy(),
@@ -91,6 +92,9 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
       recorder.capture(d)
     v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
     tracking.append(np.linalg.norm(v_base[:2] - command[:2]))
+    yaw_tracking.append(abs(d.qvel[5] - command[2]))
+    turned += (_yaw(d.qpos[3:7]) - yaw + np.pi) % (2 * np.pi) - np.pi
+    yaw = _yaw(d.qpos[3:7])
     gravity = rotate_inverse(d.qpos[3:7], [0.0, 0.0, -1.0])
     if contract.fallen(d.qpos[2] - floor_z, gravity[2], fall_height, max_tilt, np):
       fell = True
@@ -103,8 +107,12 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
       "survived_s": round(t * spec["control_period_s"], 4),
       "fell": fell,
       "distance_m": float(np.linalg.norm(d.qpos[:2] - start_xy)),
+      # forward and lateral, in the heading the robot started with
+      "displacement_m": _rotate_z(d.qpos[:2] - start_xy, -start_yaw).tolist(),
+      "yaw_change_rad": float(turned),
       "command": command.tolist(),
       "mean_velocity_tracking_error_mps": float(np.mean(tracking)),
+      "mean_yaw_rate_error_rad_s": float(np.mean(yaw_tracking)),
   }
   if record_steps:
     result["joint_pos_rad"] = np.asarray(recorded).tolist()
@@ -112,3 +120,14 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     recorder.write()
     result["video"] = {"file": str(video), "frames": len(recorder.frames), "fps": recorder.fps}
   return result
+
+
+def _yaw(quat_wxyz) -> float:
+  """rad: the heading of the base's x axis in the world's horizontal plane."""
+  w, x, y, z = quat_wxyz
+  return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+
+def _rotate_z(xy, angle_rad: float) -> np.ndarray:
+  c, s = np.cos(angle_rad), np.sin(angle_rad)
+  return np.array([c * xy[0] - s * xy[1], s * xy[0] + c * xy[1]])

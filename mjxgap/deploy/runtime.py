@@ -36,13 +36,20 @@ TERMS = {
     "joint_vel": lambda r, spec: r["joint_vel"],
     "last_action": lambda r, spec: r["last_action"],
     "command": lambda r, spec: r["command"],
+    "gait_phase": lambda r, spec: _clock(contract.gait_phase(
+        r["control_step"], spec["control_period_s"], spec["gait"]["frequency_hz"], np)),
 }
+
+
+def _clock(phase_rad: float) -> np.ndarray:
+  return np.array([np.cos(phase_rad), np.sin(phase_rad)])
 
 
 def observation(spec: dict, readings: dict) -> np.ndarray:
   """The actor observation [obs] float32 from `readings`: `base_quat_wxyz` (4, base to world),
   `base_ang_vel` (rad/s, base frame, 3), `joint_pos` and `joint_vel` (rad, rad/s, in
-  `joint_names` order), `last_action` (the previous policy output) and `command` (3)."""
+  `joint_names` order), `last_action` (the previous policy output), `command` (3) and
+  `control_step` (control steps since the policy started: the gait clock's time)."""
   parts = []
   for term in spec["observation"]["terms"]:
     if term["name"] not in TERMS:
@@ -70,13 +77,20 @@ class Policy:
                                         providers=["CPUExecutionProvider"])
     self.default = np.asarray(self.spec["default_joint_pos_rad"])
     self.scale = float(self.spec["action"]["scale_rad"])
+    self.reset()
+
+  def reset(self) -> None:
+    """A new start: no previous action, the gait clock at 0."""
     self.last_action = np.zeros(self.spec["action"]["size"], np.float32)
+    self.control_step = 0
 
   def act(self, readings: dict) -> np.ndarray:
     """One control step: the action (kept as the next step's `last_action`)."""
-    obs = observation(self.spec, {**readings, "last_action": self.last_action})
+    obs = observation(self.spec, {**readings, "last_action": self.last_action,
+                                  "control_step": self.control_step})
     self.last_action = self.session.run([self.spec["onnx"]["output"]],
                                         {self.spec["onnx"]["input"]: obs[None]})[0][0]
+    self.control_step += 1
     return self.last_action
 
   def joint_targets(self, action: np.ndarray) -> np.ndarray:

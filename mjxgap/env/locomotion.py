@@ -46,6 +46,16 @@ from mjxgap.sim.pushes import Pushes
 from mjxgap.sim.randomization import DomainRandomization
 
 
+TRACKING_ERRORS = ("lin_vel_error_mps", "yaw_rate_error_rad_s")
+
+
+def tracking_errors(q: StepQuantities) -> dict[str, jax.Array]:
+  """This step's velocity-tracking errors: |command - base velocity| horizontally (m/s) and
+  |commanded - base yaw rate| (rad/s), both in the base frame."""
+  return {"lin_vel_error_mps": jnp.linalg.norm(q.command[:2] - q.base_lin_vel[:2]),
+          "yaw_rate_error_rad_s": jnp.abs(q.command[2] - q.base_ang_vel[2])}
+
+
 class LocomotionEnv(Env):
   """A floating-base humanoid with position actuators, configured by a `TaskConfig`.
 
@@ -130,8 +140,8 @@ class LocomotionEnv(Env):
     noise = self.config.init_joint_noise_rad
     qpos = self._default_qpos.at[self._qpos_adr].add(
         jax.random.uniform(k_init, (self.robot.nu,), minval=-noise, maxval=noise))
-    data = self._data0.replace(qpos=qpos, qvel=jnp.zeros_like(self._data0.qvel),
-                               ctrl=self._default_joint_pos)
+    data = mjx.kinematics(self.mjx_model, self._data0.replace(
+        qpos=qpos, qvel=jnp.zeros_like(self._data0.qvel), ctrl=self._default_joint_pos))
     zeros_u = jnp.zeros(self.robot.nu)
     feet_down = jnp.ones(self.n_feet, bool)  # episodes start standing on both feet
     plan = self.latency
@@ -142,7 +152,9 @@ class LocomotionEnv(Env):
         "last_action": zeros_u,
         "feet_contact": feet_down,
         "feet_air_time": jnp.zeros(self.n_feet),
-        "episode_metrics": {k: jnp.zeros(()) for k in ("return", "length", *self.config.rewards)},
+        # per episode: sums of the reward and its terms, the length, running means of the errors
+        "episode_metrics": {k: jnp.zeros(()) for k in (
+            "return", "length", *TRACKING_ERRORS, *(f"reward/{r}" for r in self.config.rewards))},
         "truncation": jnp.zeros(()),
         "episode": episode,
         # latency: targets per control period and robot states (qpos, qvel) per physics step,
@@ -155,14 +167,13 @@ class LocomotionEnv(Env):
         "state_history": jnp.tile(jnp.concatenate([qpos, data.qvel]), (plan.state_history, 1)),
         "push_countdown": self.sampler.pushes.countdown(k_push),
         "push_velocity": jnp.zeros(2),
-        "tracking_error_sum": jnp.zeros(()),  # m/s summed over the episode's steps
     }
     if self.actuator is not None:
       info["actuator_history"] = jnp.zeros((self.actuator.history_steps, self.robot.nu, 2))
     q = self._quantities(data, zeros_u, info, feet_down, jnp.zeros(self.n_feet, bool),
                          jnp.zeros(self.n_feet))
     metrics = {f"reward/{k}": jnp.zeros(()) for k in self.config.rewards}
-    metrics |= {"nan": jnp.zeros(()), "fell": jnp.zeros(()), "performance": jnp.zeros(())}
+    metrics |= {k: jnp.zeros(()) for k in ("nan", "fell", "performance", *TRACKING_ERRORS)}
     return State(pipeline_state=data, obs=self._observe(q, q, k_obs, episode),
                  reward=jnp.zeros(()), done=jnp.zeros(()), metrics=metrics, info=info)
 
@@ -173,7 +184,8 @@ class LocomotionEnv(Env):
     data0 = state.pipeline_state
     step = info["step"] + 1
     # first: reward, actor and critic all see this step's command
-    info = {**info, "command": self.commands.at_step(step, info["command"], k_cmd)}
+    info = {**info, "step": step,
+            "command": self.commands.at_step(step, info["command"], k_cmd)}
     if self.sampler.pushes.on:
       qvel, countdown, kick = self.sampler.pushes.step(data0.qvel, info["push_countdown"],
                                                        episode.push_range_mps, k_push)
@@ -191,31 +203,36 @@ class LocomotionEnv(Env):
         model, data0, targets, record=plan.state_history > 0, info=info)
     finite = jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))
     data = jax.tree.map(lambda new, old: jnp.where(finite, new, old), data, data0)
+    # body positions of the final state (a step leaves those of its last substep's start):
+    # what feet heights and speeds read, and the next step's "before"
+    data = mjx.kinematics(model, data)
 
     contact = self.feet_contact(data)
     air_time = info["feet_air_time"] + cfg.ctrl_dt
     first_contact = contact & ~info["feet_contact"]
-    q = self._quantities(data, action, info, contact, first_contact, air_time)
+    q = self._quantities(data, action, info, contact, first_contact, air_time,
+                         self._quantities.feet_xy(data0))
     terms = {k: rew_lib.REWARD_TERMS[k](q) * w * cfg.ctrl_dt
              for k, w in self._reward_weights.items()}
     reward = jnp.where(finite, sum(terms.values(), jnp.zeros(())), 0.0)
 
     truncated = step >= self.episode_steps
     done = q.fell | ~finite | truncated
-    tracking_error = info["tracking_error_sum"] + jnp.where(
-        finite, jnp.linalg.norm(q.command[:2] - q.base_lin_vel[:2]), 0.0)
+    errors = {k: jnp.where(finite, v, 0.0) for k, v in tracking_errors(q).items()}
+    sums = dict(info["episode_metrics"])
+    for k, v in errors.items():  # running means over the episode's steps
+      sums[k] = sums[k] + (v - sums[k]) / step
     survived = truncated & ~q.fell & finite
     performance = survived if cfg.performance == "survival" else (
-        survived & (tracking_error / step < cfg.tracking_error_bound_mps))
-    sums = dict(info["episode_metrics"])
+        survived & (sums["lin_vel_error_mps"] < cfg.tracking_error_bound_mps))
     sums["return"] = sums["return"] + reward
     sums["length"] = sums["length"] + 1
     for k, v in terms.items():
-      sums[k] = sums[k] + jnp.where(finite, v, 0.0)
-    info = {**info, "rng": rng, "step": step, "last_action": action, "feet_contact": contact,
+      sums[f"reward/{k}"] = sums[f"reward/{k}"] + jnp.where(finite, v, 0.0)
+    info = {**info, "rng": rng, "last_action": action, "feet_contact": contact,
             "feet_air_time": jnp.where(contact, 0.0, air_time), "episode_metrics": sums,
             "truncation": survived.astype(jnp.float32), "target_history": history,
-            "target_age": target_age, "tracking_error_sum": tracking_error}
+            "target_age": target_age}
     if self.actuator is not None:
       info["actuator_history"] = jnp.where(finite, actuator_history, info["actuator_history"])
     q_actor = q
@@ -224,6 +241,7 @@ class LocomotionEnv(Env):
       q_actor, info = self._delayed_quantities(q, data, states, jitter[1], info)
     metrics = {f"reward/{k}": jnp.where(finite, v, 0.0) for k, v in terms.items()}
     metrics |= {"nan": (~finite).astype(jnp.float32), "fell": q.fell.astype(jnp.float32),
+                **errors,
                 # the task's per-episode measure (ADR's), meaningful on the step that ends it
                 "performance": (performance & done).astype(jnp.float32)}
     # The policy sees the action it just sent as its "last action".
@@ -292,7 +310,8 @@ class LocomotionEnv(Env):
     """Name, size, unit and description of each term of the actor (or critic) observation;
     sizes from the shapes of the step quantities alone (no reset traced)."""
     terms = self.config.actor_obs if which == "actor" else self.critic_obs
-    info = {"last_action": jnp.zeros(self.robot.nu), "command": jnp.zeros(3), "episode": None}
+    info = {"last_action": jnp.zeros(self.robot.nu), "command": jnp.zeros(3), "episode": None,
+            "step": jnp.zeros((), jnp.int32)}
     feet = jnp.zeros(self.n_feet, bool)
     q = jax.eval_shape(lambda: self._quantities(self._data0, jnp.zeros(self.robot.nu), info,
                                                 feet, feet, jnp.zeros(self.n_feet)))

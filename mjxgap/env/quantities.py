@@ -3,10 +3,12 @@ step by the env (SI units, base frame), and `Measure`, which computes them from 
 
 from __future__ import annotations
 
+import re
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 
 from mjxgap import contract
@@ -28,6 +30,13 @@ class StepQuantities(NamedTuple):
   feet_contact: jax.Array  # bool [nfeet]
   feet_first_contact: jax.Array  # bool [nfeet]: touched down at this step
   feet_air_time: jax.Array  # s [nfeet]: time in the air before this touchdown
+  feet_height: jax.Array  # m [nfeet]: foot body above its height standing in the default pose
+  feet_speed_xy: jax.Array  # m/s [nfeet]: horizontal speed of each foot over the control step
+  feet_phase: jax.Array  # rad [nfeet]: each foot's gait-clock phase (swing in [0, pi))
+  swing_height_m: jax.Array  # m, the swing foot's reference apex
+  joint_limit_excess: jax.Array  # rad [nu]: beyond the soft joint limits (0 inside)
+  hip_mask: jax.Array  # [nu]: 1 for the task's hip joints
+  knee_mask: jax.Array  # [nu]: 1 for the task's knee joints
   fell: jax.Array  # bool
   default_base_height: jax.Array  # m
   tracking_sigma: jax.Array  # (m/s)^2 or (rad/s)^2, width of the tracking kernels
@@ -51,6 +60,18 @@ class Measure:
       geom_to_foot[g] = robot.feet_body_ids.index(int(m.geom_bodyid[g]))
     self._geom_to_foot = jnp.asarray(geom_to_foot)
     self.n_feet = len(robot.feet_body_ids)
+    self._feet_body = jnp.asarray(robot.feet_body_ids)
+    d = mujoco.MjData(m)
+    d.qpos[:] = robot.default_qpos
+    mujoco.mj_kinematics(m, d)
+    self._feet_default_z = jnp.asarray(d.xpos[list(robot.feet_body_ids), 2], jnp.float32)
+    middle, half = robot.joint_range.mean(axis=1), np.diff(robot.joint_range, axis=1)[:, 0] / 2
+    soft = config.soft_joint_limit_fraction * half
+    self._soft_low = jnp.asarray(np.where(np.isfinite(half), middle - soft, -np.inf), jnp.float32)
+    self._soft_high = jnp.asarray(np.where(np.isfinite(half), middle + soft, np.inf), jnp.float32)
+    mask = lambda patterns: jnp.asarray(
+        [any(re.search(p, n) for p in patterns) for n in robot.joint_names], jnp.float32)
+    self._hip_mask, self._knee_mask = mask(config.hip_joints), mask(config.knee_joints)
     self._physics, self._physics_size = physics, physics_size
 
   def feet_contact(self, data) -> jax.Array:
@@ -60,9 +81,21 @@ class Measure:
     touching = c.dist < self.config.contact_threshold_m
     return jnp.stack([jnp.any(touching & (foot == k)) for k in range(self.n_feet)])
 
-  def __call__(self, data, action, info, contact, first_contact, air_time) -> StepQuantities:
-    """The quantities of `data` after `action`; `info` gives the last action, the command and
-    the episode; `air_time` counts only at a touchdown (`first_contact`)."""
+  def feet_xy(self, data) -> jax.Array:
+    """m [nfeet, 2]: the feet bodies' horizontal positions (world frame)."""
+    return data.xpos[self._feet_body, :2]
+
+  def gait_phase(self, step) -> jax.Array:
+    """rad [nfeet]: each foot's phase at control step `step`, the feet evenly apart."""
+    cfg = self.config
+    first = contract.gait_phase(step, cfg.ctrl_dt, cfg.gait_frequency_hz, jnp)
+    return jnp.mod(first + 2 * jnp.pi * jnp.arange(self.n_feet) / self.n_feet, 2 * jnp.pi)
+
+  def __call__(self, data, action, info, contact, first_contact, air_time,
+               feet_xy_before=None) -> StepQuantities:
+    """The quantities of `data` after `action`; `info` gives the last action, the command, the
+    step and the episode; `air_time` counts only at a touchdown (`first_contact`);
+    `feet_xy_before` is `feet_xy` a control step earlier (None: feet at rest)."""
     cfg = self.config
     quat = data.qpos[3:7]
     gravity = contract.rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0]), jnp)
@@ -70,12 +103,16 @@ class Measure:
     fell = contract.fallen(height, gravity[2], cfg.fall_height_fraction * self.default_height,
                            cfg.max_tilt_rad, jnp)
     episode = info["episode"]
+    feet_xy = self.feet_xy(data)
+    feet_speed = (jnp.zeros(self.n_feet) if feet_xy_before is None else
+                  jnp.linalg.norm(feet_xy - feet_xy_before, axis=-1) / cfg.ctrl_dt)
+    joint_pos = data.qpos[self.qpos_adr]
     return StepQuantities(
         base_lin_vel=contract.rotate_inverse(quat, data.qvel[0:3], jnp),
         base_ang_vel=data.qvel[3:6],
         projected_gravity=gravity,
         base_height=height,
-        joint_pos=data.qpos[self.qpos_adr] - self.default_joint_pos,
+        joint_pos=joint_pos - self.default_joint_pos,
         joint_vel=data.qvel[self.qvel_adr],
         torque=data.actuator_force,
         action=action,
@@ -84,6 +121,14 @@ class Measure:
         feet_contact=contact,
         feet_first_contact=first_contact,
         feet_air_time=air_time * first_contact,
+        feet_height=data.xpos[self._feet_body, 2] - self._feet_default_z,
+        feet_speed_xy=feet_speed,
+        feet_phase=self.gait_phase(info["step"]),
+        swing_height_m=jnp.asarray(cfg.swing_height_m),
+        joint_limit_excess=(jnp.maximum(joint_pos - self._soft_high, 0.0)
+                            + jnp.maximum(self._soft_low - joint_pos, 0.0)),
+        hip_mask=self._hip_mask,
+        knee_mask=self._knee_mask,
         fell=fell,
         default_base_height=jnp.asarray(self.default_height),
         tracking_sigma=jnp.asarray(cfg.tracking_sigma),

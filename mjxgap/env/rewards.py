@@ -76,21 +76,66 @@ def tracking_ang_vel(q: StepQuantities) -> jax.Array:
   return jnp.exp(-err / q.tracking_sigma)
 
 
+MOVING_COMMAND = 0.1  # command norm above which the robot is asked to step
+AIR_TIME_S = (0.2, 0.5)  # air time paid at touchdown: above the first, counted up to the second
+FEET_PHASE_SIGMA_M2 = 0.01  # width of the `feet_phase` kernel, m^2 (Playground's)
+
+
+def _moving(q: StepQuantities) -> jax.Array:
+  return jnp.linalg.norm(q.command) > MOVING_COMMAND
+
+
 def feet_air_time(q: StepQuantities) -> jax.Array:
-  """Rewards steps longer than 0.2 s at touchdown, only while a motion is commanded."""
-  moving = jnp.linalg.norm(q.command) > 0.1
-  return jnp.sum((q.feet_air_time - 0.2) * q.feet_first_contact) * moving
+  """At each touchdown, the air time beyond 0.2 s (counted up to 0.5 s), while a motion is
+  commanded: long steps rather than shuffling."""
+  lo, hi = AIR_TIME_S
+  return jnp.sum((jnp.minimum(q.feet_air_time, hi) - lo) * q.feet_first_contact) * _moving(q)
+
+
+def swing_height_reference(q: StepQuantities) -> jax.Array:
+  """m [nfeet]: where each foot should be on the gait clock: sin^2-shaped up to
+  `swing_height_m` in the first half of its cycle (swing), on the floor in the second (stance),
+  and on the floor while the command is zero."""
+  swing = q.feet_phase < jnp.pi
+  return q.swing_height_m * jnp.square(jnp.sin(q.feet_phase)) * swing * _moving(q)
+
+
+def feet_phase(q: StepQuantities) -> jax.Array:
+  """How closely the feet follow the gait clock's swing heights (1 = exactly)."""
+  err = jnp.sum(jnp.square(q.feet_height - swing_height_reference(q)))
+  return jnp.exp(-err / FEET_PHASE_SIGMA_M2)
+
+
+def feet_slip(q: StepQuantities) -> jax.Array:
+  """Squared horizontal speed of the feet that touch the floor."""
+  return jnp.sum(jnp.square(q.feet_speed_xy) * q.feet_contact)
+
+
+def joint_limits(q: StepQuantities) -> jax.Array:
+  """rad beyond the soft joint limits, summed."""
+  return jnp.sum(q.joint_limit_excess)
+
+
+def hip_deviation(q: StepQuantities) -> jax.Array:
+  """rad the hip joints (the task's `hip_joints`) are away from the default pose, summed: keeps
+  the legs from splaying and twisting."""
+  return jnp.sum(jnp.abs(q.joint_pos) * q.hip_mask)
+
+
+def knee_deviation(q: StepQuantities) -> jax.Array:
+  """rad the knees (the task's `knee_joints`) are away from the default pose, summed."""
+  return jnp.sum(jnp.abs(q.joint_pos) * q.knee_mask)
 
 
 def stand_still(q: StepQuantities) -> jax.Array:
   """Joint motion while the command is zero."""
-  still = jnp.linalg.norm(q.command) <= 0.1
-  return jnp.sum(jnp.abs(q.joint_pos)) * still
+  return jnp.sum(jnp.abs(q.joint_pos)) * ~_moving(q)
 
 
 REWARD_TERMS: dict[str, RewardTerm] = {
     f.__name__: f
     for f in (alive, termination, orientation, base_height, lin_vel_z, lin_vel_xy, ang_vel_xy,
               ang_vel_z, pose, joint_vel, torques, action_rate, tracking_lin_vel,
-              tracking_ang_vel, feet_air_time, stand_still)
+              tracking_ang_vel, feet_air_time, feet_phase, feet_slip, joint_limits, hip_deviation,
+              knee_deviation, stand_still)
 }

@@ -34,6 +34,15 @@ class TaskConfig:
   command_ranges: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
   command_resample_s: float = 0.0  # 0: one command per episode
   zero_command_prob: float = 0.0
+  # the gait clock: each foot's phase advances at this frequency (0: no clock), the feet half a
+  # cycle apart; a foot swings in the first half of its cycle, up to `swing_height_m`
+  gait_frequency_hz: float = 0.0
+  swing_height_m: float = 0.08
+  soft_joint_limit_fraction: float = 0.9  # `joint_limits` penalises beyond this part of a range
+  # joints whose deviation from the default pose `hip_deviation` / `knee_deviation` penalise:
+  # regular expressions searched in the joint names
+  hip_joints: tuple[str, ...] = ("hip_yaw", "hip_roll")
+  knee_joints: tuple[str, ...] = ("knee",)
   actor_obs: tuple[str, ...] = ACTOR_OBS
   critic_obs: tuple[str, ...] = CRITIC_OBS
   rewards: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -48,12 +57,17 @@ class TaskConfig:
                   "max_tilt_rad", "tracking_sigma", "tracking_error_bound_mps"):
       if not float(getattr(self, field)) > 0:
         raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
-    for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s"):
+    for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s",
+                  "gait_frequency_hz", "swing_height_m"):
       if not float(getattr(self, field)) >= 0:
         raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
     if self.performance not in PERFORMANCE_MEASURES:
       raise UserError(f"task {self.name}: performance must be one of {PERFORMANCE_MEASURES}, "
                       f"got {self.performance!r}")
+    if not 0 < self.soft_joint_limit_fraction <= 1:
+      raise UserError(f"task {self.name}: soft_joint_limit_fraction must be in (0, 1]")
+    if "gait_phase" in self.actor_obs + self.critic_obs and not self.gait_frequency_hz > 0:
+      raise UserError(f"task {self.name}: the gait_phase observation needs gait_frequency_hz > 0")
     if not 0 <= self.zero_command_prob <= 1:
       raise UserError(f"task {self.name}: zero_command_prob must be in [0, 1]")
     if len(self.command_ranges) != 3 or any(lo > hi for lo, hi in self.command_ranges):

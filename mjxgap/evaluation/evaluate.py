@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjxgap.env import vector
+from mjxgap.env.locomotion import TRACKING_ERRORS
 from mjxgap.errors import UserError
 from mjxgap.runs import checkpoint
 from mjxgap.robot import load_robot
@@ -28,20 +29,22 @@ from mjxgap.sim import adr as adr_lib
 
 
 def _episode_totals(steps):
-  """Per env: return, length, falls and time-limit ends of the first episode, from the stacked
-  per-step `reward`, `done`, `fell` and `truncation` [steps, envs]."""
+  """Per env, over its first episode: return, length, falls, time-limit ends and the mean
+  velocity-tracking errors, from the stacked per-step records [steps, envs]."""
   def add(carry, s):
-    alive, ret, length, fell, timed_out = carry
+    alive, ret, length, fell, timed_out, lin, yaw = carry
     ret = ret + alive * s["reward"]
     length = length + alive
     fell = fell + alive * s["fell"]
     timed_out = timed_out + alive * s["truncation"]
+    lin, yaw = lin + alive * s["lin_vel_error_mps"], yaw + alive * s["yaw_rate_error_rad_s"]
     alive = alive * (1.0 - s["done"])
-    return (alive, ret, length, fell, timed_out), None
+    return (alive, ret, length, fell, timed_out, lin, yaw), None
 
   zeros = jnp.zeros(steps["reward"].shape[1:])
-  totals, _ = jax.lax.scan(add, (jnp.ones_like(zeros), zeros, zeros, zeros, zeros), steps)
-  return totals[1:]
+  (_, ret, length, fell, timed_out, lin, yaw), _ = jax.lax.scan(
+      add, (jnp.ones_like(zeros),) + (zeros,) * 6, steps)
+  return ret, length, fell, timed_out, lin / length, yaw / length
 
 
 def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_003,
@@ -85,10 +88,11 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
         env, state, lambda s, _: act(s.obs["state"]), env.episode_steps,
         record=lambda _, nxt, __: {"reward": nxt.reward, "done": nxt.done,
                                    "fell": nxt.metrics["fell"],
-                                   "truncation": nxt.info["truncation"]})
+                                   "truncation": nxt.info["truncation"],
+                                   **{k: nxt.metrics[k] for k in TRACKING_ERRORS}})
     return (*_episode_totals(steps), evaluators)
 
-  ret, length, fell, timed_out, evaluators = map(np.asarray,
+  ret, length, fell, timed_out, lin, yaw, evaluators = map(np.asarray,
                                                  jax.jit(run)(jax.random.PRNGKey(seed)))
   return {
       "run": str(run_dir),
@@ -105,6 +109,10 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       "episode_length_fraction": float(length.mean() / env.episode_steps),
       "survived_fraction": float(timed_out.mean()),  # reached the time limit
       "fall_rate": float(fell.mean()),
+      # per episode the mean over its steps, then the mean over episodes; commands are zero
+      # in tasks without them (then the error is the robot's drift)
+      "lin_vel_error_mps": float(lin.mean()),
+      "yaw_rate_error_rad_s": float(yaw.mean()),
       **({"adr_ranges": adr_ranges, "adr_boundary_evaluators": int(evaluators)}
          if adr_ranges else {}),
   }

@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mjxgap import contract
 from mjxgap.errors import UserError
 from mjxgap.gap.profiles import Profile
 from mjxgap.sim.presets import nominal_dr
@@ -127,14 +126,10 @@ def episodes(env, policy, n: int, seed: int) -> dict[str, np.ndarray]:
   from mjxgap.env import vector
 
   def record(_, nxt, __):
-    d = nxt.pipeline_state
-    v = jax.vmap(lambda q, w: contract.rotate_inverse(q, w, jnp))(d.qpos[:, 3:7], d.qvel[:, 0:3])
-    command = nxt.info["command"]
     return {"done": nxt.done, "fell": nxt.metrics["fell"], "nan": nxt.metrics["nan"],
-            "truncation": nxt.info["truncation"],
-            "track": jnp.linalg.norm(v[..., :2] - command[..., :2], axis=-1),
-            "yaw": jnp.abs(d.qvel[..., 5] - command[..., 2]),
-            "tau": jnp.mean(d.actuator_force ** 2, axis=-1)}
+            "truncation": nxt.info["truncation"], "track": nxt.metrics["lin_vel_error_mps"],
+            "yaw": nxt.metrics["yaw_rate_error_rad_s"],
+            "tau": jnp.mean(nxt.pipeline_state.actuator_force ** 2, axis=-1)}
 
   def run(key):
     state = vector.reset(env, key, n)

@@ -154,7 +154,7 @@ def episode(w: World, seed: int, seconds: float) -> dict:
                                           dist.initial_joint_noise_rad, w.robot.nu)
   mujoco.mj_forward(m, d)
   policy = w.policy
-  policy.last_action = np.zeros_like(policy.last_action)
+  policy.reset()
   dt, ctrl_dt = m.opt.timestep, spec["control_period_s"]
   ms = lambda x: int(round(x / 1000.0 / dt))  # ms -> physics steps
 

@@ -36,13 +36,24 @@ def task_names() -> list[str]:
   return sorted(TASKS)
 
 
-def task_config(task: str, overrides: Mapping[str, Any] | None = None) -> TaskConfig:
-  """The named task's config with `overrides` (field -> value) applied and checked."""
-  from mjxgap_envs import TASKS
+def robot_name(robot: str) -> str:
+  """The name a `--robot` string gives its robot (`Robot.name`), without loading it."""
+  from mjxgap.robot import BUILTIN_ALIASES, BUILTIN_ROBOTS, resolve_robot_path
+
+  if robot in BUILTIN_ALIASES or robot in BUILTIN_ROBOTS or os.path.isfile(robot):
+    return resolve_robot_path(robot)[0]
+  return robot  # a Menagerie name (not downloaded here) or an error reported by load_robot
+
+
+def task_config(task: str, overrides: Mapping[str, Any] | None = None,
+                robot: str | None = None) -> TaskConfig:
+  """The named task's config (robot `robot`'s own, if it has one: `ROBOT_TASKS`) with
+  `overrides` (field -> value) applied and checked."""
+  from mjxgap_envs import ROBOT_TASKS, TASKS
 
   if task not in TASKS:
     raise UserError(f"unknown task {task!r}; expected one of: {', '.join(sorted(TASKS))}")
-  config = TASKS[task]
+  config = ROBOT_TASKS.get((robot, task), TASKS[task])
   if overrides:
     fields = {f.name for f in dataclasses.fields(TaskConfig)}
     unknown = sorted(set(overrides) - fields)
@@ -107,9 +118,11 @@ class Inputs:
 
 
 def inputs(task: str, overrides: Mapping[str, Any] | None = None,
-           dr: str | DomainRandomization = "none", actuator: str = "pd") -> Inputs:
-  """The strings as objects; an actuator network must be readable (`load_net`)."""
-  task_cfg = task_config(task, overrides)
+           dr: str | DomainRandomization = "none", actuator: str = "pd",
+           robot: str | None = None) -> Inputs:
+  """The strings as objects (the task as robot `robot` has it); an actuator network must be
+  readable (`load_net`)."""
+  task_cfg = task_config(task, overrides, robot)
   dr_spec = randomization(dr)
   choice = parse_actuator(actuator)
   net = load_net(choice.net_dir) if choice.net_dir is not None else None
@@ -119,7 +132,8 @@ def inputs(task: str, overrides: Mapping[str, Any] | None = None,
 def check(config: TrainConfig, dr: str | None = None, actuator: str | None = None) -> Inputs:
   """Checks the whole config (`dr`/`actuator` replace the config's) and returns its inputs."""
   config.check_fields()
-  return inputs(config.task, config.task_overrides, dr or config.dr, actuator or config.actuator)
+  return inputs(config.task, config.task_overrides, dr or config.dr, actuator or config.actuator,
+                robot_name(config.robot))
 
 
 def make_env(task: str, robot: Robot, overrides: Mapping[str, Any] | None = None,
@@ -127,7 +141,7 @@ def make_env(task: str, robot: Robot, overrides: Mapping[str, Any] | None = None
              actuator: str = "pd") -> LocomotionEnv:
   """The task's env; `randomization` is a preset name, a .json file, or a DomainRandomization;
   `actuator` is `pd`, `dcmotor` or `net:DIR` (`mjxgap.sim.actuators.models`)."""
-  return inputs(task, overrides, randomization, actuator).env(robot)
+  return inputs(task, overrides, randomization, actuator, robot.name).env(robot)
 
 
 def env_for(config: TrainConfig, dr: str | None = None, actuator: str | None = None
@@ -149,8 +163,12 @@ def make_trainer(config: TrainConfig, env: LocomotionEnv | None = None) -> Train
   curriculum."""
   from mjxgap.agent.trainer import Trainer
 
+  from mjxgap.env.symmetry import actor_mirrors
+
   env = env if env is not None else env_for(config)
-  return Trainer(env, config.ppo, config.total_steps, curriculum=make_curriculum(env))
+  mirrors = actor_mirrors(env) if config.ppo.symmetry_cost > 0 else None
+  return Trainer(env, config.ppo, config.total_steps, curriculum=make_curriculum(env),
+                 mirrors=mirrors)
 
 
 def with_absolute_paths(config: TrainConfig) -> TrainConfig:

@@ -1,0 +1,1 @@
+"""Berkeley Humanoid (`../shared/robots/berkeley_humanoid`, Menagerie `berkeley_humanoid`)."""

@@ -1,0 +1,222 @@
+"""Walking: the gait clock on both sides of the deploy boundary, left/right mirror symmetry
+against MuJoCo's own physics, the symmetry loss by hand, and the walk configs of the shared
+robots (one training iteration each on the `gpu` preset's networks)."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+from conftest import BERKELEY, G1, needs_shared
+from mjxgap import contract
+from mjxgap.agent import losses
+from mjxgap.deploy import runtime
+from mjxgap.env import symmetry
+from mjxgap.process import mjx
+from mjxgap.robot import load_robot
+from mjxgap.runs.factory import make_env, task_config
+
+
+@pytest.fixture(scope="module")
+def walk(builtin_robot):
+  return make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1})
+
+
+def test_gait_phase_by_hand():
+  # 0.02 s x 1.5 Hz = 0.03 cycles per step
+  for step, phase in ((0, 0.0), (10, 0.6 * math.pi), (34, 0.04 * math.pi), (100, 0.0)):
+    for xp in (np, jnp):
+      got = float(contract.gait_phase(xp.asarray(step), 0.02, 1.5, xp))
+      assert math.isclose(got % (2 * math.pi), phase, abs_tol=1e-5) or \
+          math.isclose(got, 2 * math.pi, abs_tol=1e-5) and phase == 0.0, (step, xp.__name__)
+
+
+def test_runtime_observation_is_the_envs_for_walk(walk):
+  """`runtime.observation` (what a robot computes from policy.json) equals the env's actor
+  observation at every control step, gait clock included (no noise or delay here)."""
+  spec = {"observation": {"terms": walk.observation_layout("actor")},
+          "default_joint_pos_rad": walk.robot.default_joint_pos.tolist(),
+          "control_period_s": walk.dt, "gait": {"frequency_hz": walk.config.gait_frequency_hz}}
+  step = jax.jit(walk.step)
+  s = jax.jit(walk.reset)(jax.random.PRNGKey(3))
+  rng = np.random.default_rng(0)
+  r = walk.robot
+  for k in range(40):
+    d = s.pipeline_state
+    readings = {"base_quat_wxyz": np.asarray(d.qpos[3:7], np.float64),
+                "base_ang_vel": np.asarray(d.qvel[3:6], np.float64),
+                "joint_pos": np.asarray(d.qpos[r.qpos_adr], np.float64),
+                "joint_vel": np.asarray(d.qvel[r.qvel_adr], np.float64),
+                "last_action": np.asarray(s.info["last_action"]),
+                "command": np.asarray(s.info["command"]), "control_step": k}
+    np.testing.assert_allclose(runtime.observation(spec, readings), s.obs["state"], rtol=1e-5,
+                               atol=2e-5)
+    assert int(s.info["step"]) == k
+    s = step(s, jnp.asarray(rng.uniform(-0.3, 0.3, r.nu), jnp.float32))
+
+
+def _mirror_free_joint(qpos, qvel):
+  """The reflection y -> -y of a floating base: position (x, -y, z), orientation quaternion
+  (w, -x, y, -z), world linear velocity (vx, -vy, vz), body angular velocity (-wx, wy, -wz)."""
+  qpos, qvel = qpos.copy(), qvel.copy()
+  qpos[1] *= -1
+  qpos[3:7] *= [1, -1, 1, -1]
+  qvel[1] *= -1
+  qvel[3:6] *= [-1, 1, -1]
+  return qpos, qvel
+
+
+def _mirrored_state(robot, mirror, qpos, qvel):
+  qpos, qvel = _mirror_free_joint(qpos, qvel)
+  qpos[robot.qpos_adr] = mirror(qpos[robot.qpos_adr])
+  qvel[robot.qvel_adr] = mirror(qvel[robot.qvel_adr])
+  return qpos, qvel
+
+
+def _random_state(robot, rng):
+  qpos, qvel = robot.default_qpos.copy(), np.zeros(robot.mj_model.nv)
+  qpos[robot.qpos_adr] += rng.uniform(-0.15, 0.15, robot.nu)
+  qvel[:6] = rng.uniform(-0.3, 0.3, 6)
+  qvel[robot.qvel_adr] = rng.uniform(-1, 1, robot.nu)
+  return qpos, qvel
+
+
+def test_mirrored_robot_moves_as_the_mirror_image_in_mujoco(builtin_robot):
+  """Native MuJoCo (not our code) is the reference: from a state and its mirror image, with
+  mirrored joint targets, the two runs stay mirror images of each other, feet on the floor."""
+  r = builtin_robot
+  mirror = symmetry.joint_mirror(r)
+  assert list(mirror.index) == [6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5]
+  assert list(mirror.sign) == [-1, -1, 1, 1, 1, -1] * 2  # yaw and roll turn the other way
+  np.testing.assert_allclose(mirror(r.default_joint_pos), r.default_joint_pos)
+  rng = np.random.default_rng(1)
+  m = r.mj_model
+  a, b = mujoco.MjData(m), mujoco.MjData(m)
+  a.qpos[:], a.qvel[:] = _random_state(r, rng)
+  b.qpos[:], b.qvel[:] = _mirrored_state(r, mirror, a.qpos, a.qvel)
+  for t in range(250):  # 1 s
+    offset = rng.uniform(-0.4, 0.4, r.nu)
+    a.ctrl[:] = r.default_joint_pos + offset
+    b.ctrl[:] = r.default_joint_pos + mirror(offset)
+    mujoco.mj_step(m, a)
+    mujoco.mj_step(m, b)
+  assert a.ncon > 0
+  expect_qpos, expect_qvel = _mirrored_state(r, mirror, a.qpos, a.qvel)
+  np.testing.assert_allclose(b.qpos, expect_qpos, atol=1e-6)
+  np.testing.assert_allclose(b.qvel, expect_qvel, atol=1e-5)
+
+
+def test_observation_mirror_is_the_mirrored_robots_observation(walk):
+  """The env's observation of the mirror-image state after the mirrored action is the
+  observation mirror of the original's; the clock term is the other foot's (half a cycle)."""
+  r = walk.robot
+  obs_mirror, act_mirror = symmetry.actor_mirrors(walk)
+  rng = np.random.default_rng(2)
+  m = r.mj_model
+  qpos, qvel = _random_state(r, rng)
+  states = []
+  s0 = jax.jit(walk.reset)(jax.random.PRNGKey(0))
+  command = np.array([0.6, 0.2, -0.5], np.float32)
+  last = rng.uniform(-0.5, 0.5, r.nu).astype(np.float32)
+  action = rng.uniform(-0.5, 0.5, r.nu).astype(np.float32)
+  step = jax.jit(walk.step)
+  for qp, qv, c, la, ac in ((qpos, qvel, command, last, action),
+                            (*_mirrored_state(r, act_mirror, qpos, qvel),
+                             command * [1, -1, -1], act_mirror(last), act_mirror(action))):
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = qp, qv
+    mujoco.mj_forward(m, d)
+    s = s0.replace(pipeline_state=mjx.put_data(m, d),
+                   info={**s0.info, "command": jnp.asarray(c, jnp.float32),
+                         "last_action": jnp.asarray(la), "step": jnp.int32(6)})
+    states.append(np.asarray(step(s, jnp.asarray(ac)).obs["state"]))
+  original, mirrored = states
+  expected = obs_mirror(original)
+  # float32 MJX through 5 substeps of contact: joint velocities agree to 3e-4 relative
+  np.testing.assert_allclose(mirrored[:-2], expected[:-2], rtol=1e-3, atol=2e-4)
+  assert not np.allclose(original[:-2], expected[:-2], atol=1e-2)  # the mirror is no identity
+  phase = 2 * np.pi * 7 * walk.dt * walk.config.gait_frequency_hz  # step 7, after the step
+  np.testing.assert_allclose(original[-2:], [np.cos(phase), np.sin(phase)], atol=1e-5)
+  np.testing.assert_allclose(expected[-2:], [np.cos(phase + np.pi), np.sin(phase + np.pi)],
+                             atol=1e-5)
+
+
+def test_symmetry_loss_by_hand():
+  rng = np.random.default_rng(0)
+  w = rng.normal(size=(5, 4)).astype(np.float32)
+  obs = rng.normal(size=(16, 5)).astype(np.float32)
+  mirrored = rng.normal(size=(16, 5)).astype(np.float32)
+  mirror = symmetry.Mirror(np.array([2, 3, 0, 1]), np.array([1, -1, 1, -1], np.float32))
+  batch = losses.Batch(obs=obs, critic_obs=obs, action=obs[:, :4], log_prob=np.zeros(16),
+                       value=np.zeros(16), advantage=rng.normal(size=16).astype(np.float32),
+                       target=np.zeros(16), mirrored_obs=mirrored)
+  params = {"actor": w, "critic": np.ones((5, 1), np.float32), "log_std": np.zeros(4)}
+  kw = dict(clip_epsilon=0.2, value_clip_epsilon=0.0, value_cost=0.5, entropy_cost=0.0,
+            normalize_advantages=True)
+  linear = lambda p, x: x @ p
+  with_sym, info = losses.ppo_loss(params, linear, linear, batch, symmetry_cost=0.7,
+                                   mirror_action=mirror, **kw)
+  without, _ = losses.ppo_loss(params, linear, linear, batch, **kw)
+  mean = obs @ w
+  expected = np.mean((mirrored @ w - mean[:, [2, 3, 0, 1]] * [1, -1, 1, -1]) ** 2)
+  assert float(info["symmetry_loss"]) == pytest.approx(expected, rel=1e-5)
+  assert float(with_sym - without) == pytest.approx(0.7 * expected, rel=1e-4)
+
+
+@needs_shared
+def test_joint_mirrors_of_the_shared_robots():
+  berkeley = load_robot(str(BERKELEY))
+  mb = symmetry.joint_mirror(berkeley)
+  assert [berkeley.joint_names[i] for i in mb.index[:6]] == \
+      ["LR_HR", "LR_HAA", "LR_HFE", "LR_KFE", "LR_FFE", "LR_FAA"]
+  assert list(mb.sign[:6]) == [-1, -1, 1, 1, 1, -1]
+  g1 = load_robot(str(G1))
+  mg = symmetry.joint_mirror(g1)
+  names = g1.joint_names
+  mirrored = {names[i]: (names[mg.index[i]], int(mg.sign[i])) for i in range(len(names))}
+  assert mirrored["waist_yaw_joint"] == ("waist_yaw_joint", -1)  # on the midline
+  assert mirrored["waist_pitch_joint"] == ("waist_pitch_joint", 1)
+  assert mirrored["left_shoulder_roll_joint"] == ("right_shoulder_roll_joint", -1)
+  assert mirrored["left_elbow_joint"] == ("right_elbow_joint", 1)
+
+
+@needs_shared
+@pytest.mark.parametrize("path,swing_m,hips", [(BERKELEY, 0.10, 4), (G1, 0.15, 4)],
+                         ids=["berkeley_humanoid", "g1"])
+def test_robot_walk_config_trains_one_iteration(tmp_path, path, swing_m, hips):
+  """`--task walk` on a shared robot picks that robot's config; one iteration of the `gpu`
+  preset's learner (its networks and PPO settings; 8 envs here) trains with the symmetry loss;
+  the gains are the MJCF's position actuators' (raw MuJoCo)."""
+  from mjxgap.cli import main
+
+  robot = load_robot(str(path))
+  config = task_config("walk", robot=robot.name)
+  assert config.swing_height_m == swing_m and config.gait_frequency_hz > 0
+  assert config is not task_config("walk")
+  env = make_env("walk", robot)
+  q = jax.eval_shape(lambda: env._quantities(
+      env._data0, jnp.zeros(robot.nu), {"last_action": jnp.zeros(robot.nu),
+                                        "command": jnp.zeros(3), "episode": None,
+                                        "step": jnp.int32(0)},
+      jnp.zeros(2, bool), jnp.zeros(2, bool), jnp.zeros(2)))
+  assert q.hip_mask.shape == (robot.nu,)
+  hip = np.asarray(env._quantities._hip_mask)
+  assert hip.sum() == hips and np.asarray(env._quantities._knee_mask).sum() == 2
+  np.testing.assert_allclose(robot.kp, robot.mj_model.actuator_gainprm[:, 0])
+  out = tmp_path / "run"
+  with pytest.raises(SystemExit) as e:
+    main(["train", "--robot", str(path), "--task", "walk", "--preset", "gpu", "--num-envs", "8",
+          "--set", "ppo.unroll_length=4", "--set", "ppo.num_minibatches=4",
+          "--set", "ppo.symmetry_cost=0.5", "--total-steps", "32", "--no-progress",
+          "--out", str(out)])
+  assert e.value.code == 0
+  rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+  assert len(rows) == 1 and rows[0]["env_steps"] == 32
+  for k in ("loss", "policy_loss", "value_loss", "symmetry_loss", "entropy"):
+    assert np.isfinite(rows[0][k]), k
+  saved = json.loads((out / "config.json").read_text())
+  assert saved["ppo"]["actor_hidden"] == [512, 256, 128]
