@@ -7,7 +7,9 @@ native MuJoCo under forward, backward, sideways and turning commands (with a GIF
     python experiments/walk_cpu.py --out runs/walk_cpu
 
 Resumable: an interrupted training continues from its last checkpoint (`mjxgap train
---resume`), evaluated checkpoints are not evaluated again. Target (issue 16): mean horizontal
+--resume`), evaluated checkpoints are not evaluated again. `--save-run` packs the run's config,
+metrics and latest checkpoint into `results/walk_cpu/run_latest.tar.gz` (committed, ~4 MB): on a
+fresh machine the same command unpacks it and resumes instead of starting again. Target (issue 16): mean horizontal
 velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
 """
 
@@ -18,6 +20,7 @@ import json
 import os
 import pathlib
 import shutil
+import tarfile
 import time
 
 from common import RESULTS, keep, mjxgap, provenance, read_metrics
@@ -27,7 +30,28 @@ PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0", "t
          "forward_turn": "0.8,0,0.5"}
 
 
+SAVED_RUN = RESULTS / "walk_cpu" / "run_latest.tar.gz"
+
+
+def _save_run(run: pathlib.Path) -> None:
+  """config.json, metrics.jsonl and the latest checkpoint of `run`, packed for a commit."""
+  latest = max(int(c.name) for c in (run / "checkpoints").iterdir() if c.name.isdigit())
+  tmp = SAVED_RUN.with_suffix(".tmp")
+  with tarfile.open(tmp, "w:gz") as tar:
+    for f in ("config.json", "metrics.jsonl", f"checkpoints/{latest}"):
+      tar.add(run / f, arcname=f"run/{f}")
+  tmp.replace(SAVED_RUN)
+
+
+def _restore_run(run: pathlib.Path) -> None:
+  if not run.exists() and SAVED_RUN.is_file():
+    print(f"unpacking {SAVED_RUN} into {run.parent}", flush=True)
+    with tarfile.open(SAVED_RUN) as tar:
+      tar.extractall(run.parent, filter="data")
+
+
 def _train(run: pathlib.Path, args) -> dict | None:
+  _restore_run(run)
   flags = ["--no-progress", "--out", str(run), "--set", f"total_steps={args.total_steps}"]
   if (run / "checkpoints").is_dir():
     return mjxgap("train", "--resume", *flags)
@@ -42,8 +66,9 @@ def _train(run: pathlib.Path, args) -> dict | None:
 
 def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int) -> list[dict]:
   """One deterministic evaluation per kept checkpoint (cached in OUT/curve.json)."""
-  path = out / "curve.json"
-  points = {p["iteration"]: p for p in (json.loads(path.read_text()) if path.exists() else [])}
+  path, kept = out / "curve.json", RESULTS / "walk_cpu" / "curve.json"
+  points = {p["iteration"]: p for f in (kept, path) if f.exists()
+            for p in json.loads(f.read_text())}
   per_iteration = json.loads((run / "config.json").read_text())
   per_iteration = per_iteration["ppo"]["num_envs"] * per_iteration["ppo"]["unroll_length"]
   for step in sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()):
@@ -55,6 +80,7 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int) -> list[dict]:
                                          "fall_rate", "episode_length_fraction")}}
     path.write_text(json.dumps(sorted(points.values(), key=lambda p: p["iteration"]),
                                indent=1) + "\n")
+    keep(path, "walk_cpu/curve.json")
   return sorted(points.values(), key=lambda p: p["iteration"])
 
 
@@ -89,6 +115,46 @@ def _plot(curve: list[dict], rows: list[dict], path: pathlib.Path) -> None:
   fig.savefig(path, dpi=90)
 
 
+def _smoothed(rows: list[dict], key: str, window: float = 0.4e6):
+  """(env steps in M, mean of `key` over the episodes finished in each window of env steps)."""
+  import numpy as np
+
+  rows = [r for r in rows if r.get(key) is not None and r["episodes"]]
+  edges = np.arange(0, rows[-1]["env_steps"] + window, window) if rows else []
+  x, y = [], []
+  for lo in edges:
+    sel = [r for r in rows if lo <= r["env_steps"] < lo + window]
+    if sel:
+      x.append((lo + window / 2) / 1e6)
+      y.append(np.average([r[key] for r in sel], weights=[r["episodes"] for r in sel]))
+  return x, y
+
+
+def _plot_attempts(rows: list[dict], path: pathlib.Path) -> None:
+  """Training-episode tracking error and fall rate of this run beside the earlier attempts
+  kept in results/walk_cpu/attempt_*_metrics.jsonl.gz (per 0.4 M env steps)."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  runs = {"this run": rows}
+  for f in sorted((RESULTS / "walk_cpu").glob("attempt_*_metrics.jsonl.gz")):
+    runs[f.name[len("attempt_"):-len("_metrics.jsonl.gz")]] = read_metrics(f)
+  fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+  for name, r in runs.items():
+    for ax, key in zip(axes, ("episode_lin_vel_error_mps", "episode_yaw_rate_error_rad_s",
+                              "fall_rate")):
+      ax.plot(*_smoothed(r, key), marker=".", label=name)
+      ax.set_title(key, fontsize=9)
+      ax.set_xlabel("env steps (M)")
+  axes[0].axhline(TARGET_ERROR_MPS, color="k", ls="--", lw=1)
+  axes[-1].legend(fontsize=7)
+  fig.suptitle("walk: training episodes (stochastic policy), per 0.4 M env steps")
+  fig.tight_layout()
+  fig.savefig(path, dpi=90)
+
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--out", default="runs/walk_cpu")
@@ -98,11 +164,16 @@ def main() -> None:
   p.add_argument("--curve-episodes", type=int, default=64)
   p.add_argument("--episodes", type=int, default=256)
   p.add_argument("--phase", choices=("train", "report", "all"), default="all")
+  p.add_argument("--save-run", action="store_true",
+                 help="pack the run's latest checkpoint into results/ (to commit) and stop")
   args = p.parse_args()
   out = pathlib.Path(args.out)
   run = out / "run"
   out.mkdir(parents=True, exist_ok=True)
   t0 = time.time()
+  if args.save_run:
+    _save_run(run)
+    return
   if args.phase in ("train", "all"):
     _train(run, args)
   if args.phase == "train":
@@ -110,6 +181,8 @@ def main() -> None:
   curve = _curve(run, out, args.curve_episodes)
   rows = read_metrics(run / "metrics.jsonl")
   final = mjxgap("eval", str(run), "--episodes", str(args.episodes))
+  # diagnosis: the same policy without randomization, latency, noise or pushes
+  final_no_dr = mjxgap("eval", str(run), "--episodes", str(args.curve_episodes), "--dr", "none")
   first = next((q for q in curve if _reached(q)), None)
   policy_dir = RESULTS / "policies" / "walk_builtin"
   shutil.rmtree(policy_dir, ignore_errors=True)
@@ -127,6 +200,7 @@ def main() -> None:
       "first_reached_at_env_steps": first["env_steps"] if first else None,
       "final_eval": final,
       "target_reached_by_final": _reached(final),
+      "final_eval_without_randomization": final_no_dr,
       "curve": curve,
       "native_play": {k: {f: v.get(f) for f in ("fell", "survived_s", "distance_m",
                                                  "displacement_m", "yaw_change_rad",
@@ -137,8 +211,10 @@ def main() -> None:
   }
   (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
   _plot(curve, rows, out / "curve.png")
+  _plot_attempts(rows, out / "attempts.png")
   keep(out / "summary.json", "walk_cpu/summary.json")
   keep(out / "curve.png", "walk_cpu/curve.png")
+  keep(out / "attempts.png", "walk_cpu/attempts.png")
   keep(run / "metrics.jsonl", "walk_cpu/metrics.jsonl.gz")
   if gif.exists():
     keep(gif, "walk_cpu/walk_builtin.gif")
