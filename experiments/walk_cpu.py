@@ -155,6 +155,21 @@ def _plot_attempts(rows: list[dict], path: pathlib.Path) -> None:
   fig.savefig(path, dpi=90)
 
 
+def _small_gif(src: pathlib.Path, dst: pathlib.Path, seconds: float = 8.0) -> None:
+  """The first `seconds` of `mjxgap play`'s GIF at half size and 12.5 frames/s, for the README
+  (the full one is tens of MB)."""
+  from PIL import Image, ImageSequence
+
+  with Image.open(src) as gif:
+    step_ms = gif.info.get("duration", 40)
+    frames = [f.convert("RGB").resize((f.width // 2, f.height // 2))
+              for i, f in enumerate(ImageSequence.Iterator(gif))
+              if i % 2 == 0 and i * step_ms < seconds * 1000]
+  frames = [f.quantize(colors=64) for f in frames]
+  frames[0].save(dst, save_all=True, append_images=frames[1:], duration=2 * step_ms, loop=0,
+                 optimize=True)
+
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--out", default="runs/walk_cpu")
@@ -180,9 +195,16 @@ def main() -> None:
     return
   curve = _curve(run, out, args.curve_episodes)
   rows = read_metrics(run / "metrics.jsonl")
-  final = mjxgap("eval", str(run), "--episodes", str(args.episodes))
-  # diagnosis: the same policy without randomization, latency, noise or pushes
-  final_no_dr = mjxgap("eval", str(run), "--episodes", str(args.curve_episodes), "--dr", "none")
+  finals = out / "final_eval.json"  # cached for the latest checkpoint
+  cached = json.loads(finals.read_text()) if finals.is_file() else {}
+  if cached.get("iteration") != curve[-1]["iteration"]:
+    cached = {"iteration": curve[-1]["iteration"],
+              "final": mjxgap("eval", str(run), "--episodes", str(args.episodes)),
+              # diagnosis: the same policy without randomization, latency, noise or pushes
+              "no_dr": mjxgap("eval", str(run), "--episodes", str(args.curve_episodes),
+                              "--dr", "none")}
+    finals.write_text(json.dumps(cached, indent=1) + "\n")
+  final, final_no_dr = cached["final"], cached["no_dr"]
   first = next((q for q in curve if _reached(q)), None)
   policy_dir = RESULTS / "policies" / "walk_builtin"
   shutil.rmtree(policy_dir, ignore_errors=True)
@@ -217,7 +239,7 @@ def main() -> None:
   keep(out / "attempts.png", "walk_cpu/attempts.png")
   keep(run / "metrics.jsonl", "walk_cpu/metrics.jsonl.gz")
   if gif.exists():
-    keep(gif, "walk_cpu/walk_builtin.gif")
+    _small_gif(gif, RESULTS / "walk_cpu" / "walk_builtin.gif")
   print(json.dumps({k: summary[k] for k in ("env_steps_trained", "first_reached_at_env_steps",
                                             "target_reached_by_final")}))
 

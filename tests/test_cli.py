@@ -130,3 +130,12 @@ def test_bad_mujoco_gl_is_one_line_exit_2():
                        env={**os.environ, "MUJOCO_GL": "bogus"})
   assert out.returncode == 2
   assert out.stderr.count("\n") == 1 and "MUJOCO_GL" in out.stderr, out.stderr
+
+
+def test_negative_velocity_command_parses():
+  """`--command -0.5,0,0` (walking backwards) is a value, not an unknown option."""
+  from mjxgap.cli import commands
+
+  argv = commands._join_negative_values(["play", "out", "--command", "-0.5,0,0", "--seconds", "1"])
+  args = commands.build_parser().parse_args(argv)
+  assert list(args.velocity_command) == [-0.5, 0.0, 0.0] and args.seconds == 1.0

@@ -238,7 +238,20 @@ def _train_config(args):
   return with_absolute_paths(config)  # checked by `train`
 
 
+def _join_negative_values(argv: list[str]) -> list[str]:
+  """`--command -0.5,0,0` as `--command=-0.5,0,0`: argparse takes a value that starts with '-'
+  and is not a plain number for an option."""
+  out = []
+  for arg in argv:
+    if out and out[-1] == "--command" and arg.startswith("-"):
+      out[-1] = f"--command={arg}"
+    else:
+      out.append(arg)
+  return out
+
+
 def run(argv: list[str] | None = None) -> int:
+  argv = _join_negative_values(list(sys.argv[1:] if argv is None else argv))
   args = build_parser().parse_args(argv)
   if args.command == "robot":
     from mjxgap.robot import load_robot
