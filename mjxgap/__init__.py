@@ -7,6 +7,7 @@ The public API (what the README, the notebooks and users import; inner modules m
     summary = mjxgap.train(mjxgap.TrainConfig(...), "runs/my_run")
     mjxgap.evaluate("runs/my_run"); mjxgap.export("runs/my_run", "policy/"); mjxgap.play("policy/")
     mjxgap.measure_gap("policy/", "policy/gap", reality=("sim2sim", "typical", "harsh"))
+    mjxgap.slurm.submit(config, "/shared/runs/walk", nodes=2, gpus_per_node=4)
 
 Names are imported on first use, so `import mjxgap` is cheap and pulls in no JAX.
 """
@@ -48,6 +49,8 @@ __all__ = sorted(_API)
 
 
 def __getattr__(name: str):
+  if name == "slurm":  # the module: mjxgap.slurm.submit(...), mjxgap.slurm.status(run)
+    return importlib.import_module("mjxgap.slurm")
   if name in _API:
     return getattr(importlib.import_module(_API[name]), name)
   raise AttributeError(f"module 'mjxgap' has no attribute {name!r}")

@@ -39,4 +39,17 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> str | Non
   return str(folder)
 
 
-__all__ = ["mjx", "enable_compilation_cache"]
+def host_value(tree):
+  """numpy copies of a tree of arrays replicated on every device (metrics, counters, parameters),
+  in any process: a process of a multi-process run reads its own copy (JAX refuses to fetch an
+  array that spans other processes' devices, even a replicated one)."""
+  import numpy as np
+
+  def get(x):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+      return np.asarray(x.addressable_data(0))
+    return np.asarray(x)
+  return jax.tree.map(get, tree)
+
+
+__all__ = ["mjx", "enable_compilation_cache", "host_value"]

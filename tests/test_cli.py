@@ -39,6 +39,7 @@ def test_help_from_another_directory(tmp_path):
 
 @pytest.mark.parametrize("argv, needle", [
     (["bench", "env", "--num-envs", "0"], "--num-envs"),
+    (["bench", "env", "--num-envs", "64,x"], "--num-envs"),
     (["rollout", "--seconds", "nan"], "--seconds"),
     (["rollout", "--task", "fly"], "unknown task 'fly'"),
     (["nonsense"], "invalid choice"),
@@ -85,6 +86,10 @@ def test_bench_env_times_the_position_actuated_robot_for_dcmotor(monkeypatch):
               "compile_s"):
     assert np.isfinite(out[key]) and out[key] > 0, key  # timings: only their sign is testable
   [(model, data)] = seen
+  # XLA's peak for the env loop holds at least what it reads of its input: every world's
+  # randomized model fields (counted from the arrays) and the worlds' positions
+  assert out["peak_memory_bytes"] >= 2 * out["bytes_per_env"] + data.qpos.nbytes
+  assert out["peak_memory_bytes_per_env"] == round(out["peak_memory_bytes"] / 2)
   robot = load_robot("builtin")
   np.testing.assert_allclose(data.ctrl, np.tile(robot.default_joint_pos, (2, 1)), rtol=1e-6)
 

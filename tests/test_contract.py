@@ -151,7 +151,7 @@ def test_export_bakes_the_contract_constants():
 
 def test_imports_follow_the_pipeline():
   """No module imports a package further down the pipeline than its own (README,
-  Architecture): robot -> sim -> env -> agent -> runs -> evaluation -> deploy -> gap -> cli,
+  Architecture): robot -> sim -> env -> agent -> runs -> evaluation -> deploy -> gap -> slurm -> cli,
   with contract, errors, files and process below everything."""
   import ast
   import pathlib
@@ -159,7 +159,7 @@ def test_imports_follow_the_pipeline():
   import mjxgap
 
   order = ["contract", "errors", "files", "process", "robot", "sim", "env", "agent", "runs",
-           "evaluation", "deploy", "gap", "cli"]
+           "evaluation", "deploy", "gap", "slurm", "cli"]
   root = pathlib.Path(mjxgap.__file__).parent
 
   def layer(module: str):

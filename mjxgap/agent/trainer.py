@@ -1,7 +1,8 @@
 """The PPO training iteration: rollout, GAE, minibatch SGD and statistics, in one jitted call.
 
 `Trainer.iteration(state) -> (state, metrics)` is the whole algorithm, run data-parallel with
-`shard_map` over a 1-D mesh of every local device: each device steps its share of the envs,
+`shard_map` over a 1-D mesh of every device of every process (`jax.devices()`; several processes
+after `jax.distributed.initialize`, see `mjxgap.runs.cluster`): each device steps its share of the envs,
 gradients, advantage and normaliser statistics are averaged over the mesh, so parameters and
 optimiser state stay identical (replicated) everywhere. The env is any Brax `Env` whose
 observation is a dict with the actor's `"state"` and the critic's `"privileged_state"`, wrapped in
@@ -27,6 +28,7 @@ from mjxgap.agent.curriculum import Curriculum
 from mjxgap.agent import normalizer as norm
 from mjxgap.agent.config import PPOConfig
 from mjxgap.env.wrappers import AutoReset
+from mjxgap.process import host_value
 
 AXIS = "data"
 
@@ -76,7 +78,7 @@ class Trainer:
                curriculum: Curriculum | None = None, mirrors: tuple | None = None):
     self.env = env if isinstance(env, AutoReset) else AutoReset(env)
     self.config = config
-    devices = list(devices or jax.local_devices())
+    devices = list(devices or jax.devices())
     if config.num_envs % len(devices):
       raise UserError(f"ppo.num_envs ({config.num_envs}) must be a multiple of the number of "
                       f"devices ({len(devices)})")
@@ -104,8 +106,9 @@ class Trainer:
   # initial state and shardings
 
   def init(self, seed: int) -> TrainState:
-    """A fresh state on the mesh: initial networks, empty normalisers, reset envs."""
-    return self.place(jax.jit(self._init_unplaced)(jnp.int32(seed)))
+    """A fresh state on the mesh: initial networks, empty normalisers, reset envs (computed
+    where it lives: every process runs the same program and keeps its devices' shards)."""
+    return jax.jit(self._init_unplaced, out_shardings=self.shardings())(jnp.int32(seed))
 
   def init_abstract(self) -> TrainState:
     """The state's structure (for specs and checkpoint restore) without running anything."""
@@ -140,11 +143,11 @@ class Trainer:
     Constant: the configured rate. Linear, with a new horizon: the line restarts from the rate
     of the last iteration run and falls to 0 at the new end, so an extension decays on smoothly
     from where the run stopped (with the same horizon nothing changes: exact resume)."""
-    schedule = state.lr_schedule
+    schedule = host_value(state.lr_schedule)
     if self.config.lr_schedule == "constant":
       schedule = self._schedule(schedule["start"], self.config.learning_rate)
     elif int(schedule["end"]) != self.num_iterations:
-      last = max(int(state.iteration) - 1, 0)
+      last = max(int(host_value(state.iteration)) - 1, 0)
       schedule = self._schedule(last, learning_rate(schedule, last))
     return state._replace(lr_schedule=schedule)
 
@@ -152,10 +155,24 @@ class Trainer:
     specs = jax.tree.map(lambda _: P(), state)
     return specs._replace(env_state=jax.tree.map(lambda _: P(AXIS), state.env_state))
 
+  def shardings(self) -> TrainState:
+    """The state's shardings on the mesh: envs split, everything else replicated. Empty arrays
+    (MJX's unused fields) are replicated: that is how the iteration returns them, and a state
+    placed otherwise would compile the iteration a second time."""
+    abstract = self.init_abstract()
+    return jax.tree.map(lambda s, x: NamedSharding(self.mesh, s if math.prod(x.shape) else P()),
+                        self._specs(abstract), abstract, is_leaf=lambda s: isinstance(s, P))
+
   def place(self, state: TrainState) -> TrainState:
-    """Puts a (host or device) state on the mesh: envs split, everything else replicated."""
-    shardings = jax.tree.map(lambda s: NamedSharding(self.mesh, s), self._specs(state))
-    return jax.device_put(state, shardings)
+    """Puts a state on the mesh, each leaf on exactly its `shardings()` entry (an equivalent
+    but different sharding, as orbax returns, would compile the iteration again). Host values
+    (the same on every process) are cut into each process's shards."""
+    def put(x, sharding):
+      if isinstance(x, jax.Array) and (x.sharding == sharding or not x.is_fully_addressable):
+        return x if x.sharding == sharding else jax.device_put(x, sharding)
+      x = np.asarray(x)
+      return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+    return jax.tree.map(put, state, self.shardings())
 
   # ----------------------------------------------------------------------------------------
   # the algorithm (per device, inside shard_map)

@@ -49,6 +49,15 @@ def _positive_float(text: str) -> float:
   return value
 
 
+def _positive_ints(text: str) -> list[int]:
+  """`64,256,1024`"""
+  try:
+    return [_positive_int(x) for x in text.split(",")]
+  except argparse.ArgumentTypeError:
+    raise argparse.ArgumentTypeError(
+        f"expected positive integers separated by commas, got {text!r}") from None
+
+
 def _velocity_command(text: str) -> list[float]:
   """`--command vx,vy,yaw_rate`: forward m/s, lateral m/s, yaw rad/s."""
   try:
@@ -84,6 +93,7 @@ def _add_robot_task(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
   from mjxgap import __version__
+  from mjxgap.slurm.script import DEFAULT_MAX_RESTARTS
 
   parser = _Parser(prog="mjxgap", description=__doc__.splitlines()[0])
   parser.add_argument("--version", action="version", version=f"mjxgap {__version__}")
@@ -120,6 +130,34 @@ def build_parser() -> argparse.ArgumentParser:
                  help="override any config field, e.g. ppo.learning_rate=1e-4, "
                       "task.episode_length_s=10, checkpoint_every=10 (repeatable)")
   p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+  p.add_argument("--preemptible", action="store_true",
+                 help="for job scripts: resume --out from its latest checkpoint if it has one, "
+                      "else start it (from its config.json if prepared by mjxgap slurm submit); "
+                      "on USR1/SIGTERM checkpoint and requeue the Slurm job")
+  p.add_argument("--max-restarts", type=int, default=DEFAULT_MAX_RESTARTS,
+                 help=f"with --preemptible: requeue at most this often (default "
+                      f"{DEFAULT_MAX_RESTARTS})")
+
+  slurm = sub.add_parser("slurm", help="launch and watch a training run on a Slurm cluster")
+  ssub = slurm.add_subparsers(dest="slurm_command", required=True, parser_class=_Parser)
+  p = ssub.add_parser("submit", help="write the job script into the run folder and sbatch it: "
+                                     "mjxgap slurm submit [options] -- train ARGS...")
+  p.add_argument("--nodes", type=_positive_int, default=1)
+  p.add_argument("--gpus-per-node", type=int, default=1,
+                 help="GPUs per node, one process each (default 1; 0: CPU nodes)")
+  p.add_argument("--tasks-per-node", type=_positive_int, default=None,
+                 help="processes per node (default: one per GPU, 1 without GPUs)")
+  p.add_argument("--cpus-per-task", type=_positive_int, default=None)
+  p.add_argument("--time", default="24:00:00", help="time limit, Slurm's format (D-HH:MM:SS)")
+  p.add_argument("--partition", default=None)
+  p.add_argument("--account", default=None)
+  p.add_argument("--array", action="append", default=[], metavar="FIELD=V1,V2,...",
+                 help="a job array over every combination: a train flag (seed, preset, dr, "
+                      "task, robot, ...) or a --set field (repeatable)")
+  p.add_argument("--max-restarts", type=int, default=DEFAULT_MAX_RESTARTS)
+  p.add_argument("--dry-run", action="store_true", help="print the job script; submit nothing")
+  p = ssub.add_parser("status", help="the job's state and the run's last metrics line")
+  p.add_argument("run", help="run folder given to mjxgap slurm submit")
 
   p = sub.add_parser("eval", help="roll out a run's latest checkpoint deterministically")
   p.add_argument("run", help="run folder written by mjxgap train")
@@ -136,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
   bsub = bench.add_subparsers(dest="bench_command", required=True, parser_class=_Parser)
   p = bsub.add_parser("env", help="env steps/s versus bare mjx.step on the same model")
   _add_robot_task(p)
-  p.add_argument("--num-envs", type=_positive_int, default=256)
+  p.add_argument("--num-envs", type=_positive_ints, default=[256],
+                 help="worlds, or a comma-separated list (one JSON line each): 64,256,1024")
   p.add_argument("--steps", type=_positive_int, default=100, help="control steps per timed run")
   p.add_argument("--repeats", type=_positive_int, default=3)
   p.add_argument("--seed", type=int, default=0)
@@ -218,7 +257,7 @@ def _train_config(args):
   from mjxgap.runs.factory import with_absolute_paths
   from mjxgap.runs.resume import load_config
 
-  if args.resume:
+  if args.resume or getattr(args, "prepared", False):
     config = load_config(pathlib.Path(args.out), validate=False)  # its --dr file may have moved
     if args.preset is not None and args.preset != config.preset:
       raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
@@ -238,6 +277,46 @@ def _train_config(args):
   return with_absolute_paths(config)  # checked by `train`
 
 
+def _slurm(args) -> None:
+  """`mjxgap slurm submit|status`; submit's train flags come after `--` (args.train_argv)."""
+  from mjxgap import slurm
+  from mjxgap.slurm.script import parse_sweep, sweep_names
+
+  if args.slurm_command == "status":
+    print(json.dumps(slurm.status(args.run), indent=2))
+    return
+  train_argv = list(args.train_argv or [])
+  if not train_argv or train_argv[0] != "train":
+    raise UserError("slurm submit: expected `-- train ARGS...` after the options")
+  if any(a in ("--resume", "--preemptible") or a.startswith("--max-restarts")
+         for a in train_argv):
+    raise UserError("slurm submit: the job script adds --preemptible itself; a submitted run "
+                    "resumes from its checkpoints by itself")
+  sweep = parse_sweep(args.array)
+
+  def config_of(argv):
+    targs = build_parser().parse_args(argv)
+    return _train_config(targs), targs.out
+
+  config, out = config_of(train_argv)
+  configs = ({name: config_of([*train_argv, *extra])[0] for name, extra in sweep_names(sweep)}
+             if sweep else config)
+  result = slurm.submit(configs, out or _default_run(config), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                        tasks_per_node=args.tasks_per_node, cpus_per_task=args.cpus_per_task,
+                        time_limit=args.time, partition=args.partition, account=args.account,
+                        max_restarts=args.max_restarts, dry_run=args.dry_run)
+  if args.dry_run:
+    print(result["script_text"], end="")
+  else:
+    print(json.dumps(result))
+
+
+def _default_run(config) -> str:
+  """runs/<task>_<robot>_<date-time>"""
+  name = pathlib.Path(config.robot).stem if config.robot.endswith(".xml") else config.robot
+  return os.path.join("runs", f"{config.task}_{name}_{time.strftime('%Y%m%d-%H%M%S')}")
+
+
 def _join_negative_values(argv: list[str]) -> list[str]:
   """`--command -0.5,0,0` as `--command=-0.5,0,0`: argparse takes a value that starts with '-'
   and is not a plain number for an option."""
@@ -252,7 +331,12 @@ def _join_negative_values(argv: list[str]) -> list[str]:
 
 def run(argv: list[str] | None = None) -> int:
   argv = _join_negative_values(list(sys.argv[1:] if argv is None else argv))
+  train_argv = None
+  if argv[:2] == ["slurm", "submit"] and "--" in argv:  # mjxgap slurm submit [...] -- train ...
+    cut = argv.index("--")
+    argv, train_argv = argv[:cut], argv[cut + 1:]
   args = build_parser().parse_args(argv)
+  args.train_argv = train_argv
   if args.command == "robot":
     from mjxgap.robot import load_robot
 
@@ -270,18 +354,27 @@ def run(argv: list[str] | None = None) -> int:
                          args.seed, args.dr, args.actuator or "pd"), args.out)
   elif args.command == "train":
     from mjxgap.process import enable_compilation_cache
+    from mjxgap.runs import checkpoint, cluster
     from mjxgap.runs.training import train
 
-    if args.resume and not args.out:
-      raise UserError("train --resume needs --out RUN, the run folder to continue")
+    if (args.resume or args.preemptible) and not args.out:
+      raise UserError("train --resume/--preemptible needs --out RUN, the run folder")
+    if args.preemptible:  # a (re)started job: continue the run, or start the prepared one
+      args.resume = bool(checkpoint.steps(args.out))
+      args.prepared = not args.resume and (pathlib.Path(args.out) / "config.json").is_file()
     config = _train_config(args)
-    if not args.out:
-      name = pathlib.Path(config.robot).stem if config.robot.endswith(".xml") else config.robot
-      args.out = os.path.join("runs", f"{config.task}_{name}_{time.strftime('%Y%m%d-%H%M%S')}")
+    args.out = args.out or _default_run(config)
     enable_compilation_cache()
     announce = lambda c: print(json.dumps({"config": c.to_dict()}, indent=2), flush=True)
-    print(json.dumps(train(config, args.out, resume=args.resume, progress=not args.no_progress,
-                           on_ready=announce)))
+    log = lambda s: print(s, file=sys.stderr, flush=True)
+    summary = train(config, args.out, resume=args.resume, progress=not args.no_progress,
+                    on_ready=announce, log=log)
+    if args.preemptible:
+      summary |= cluster.requeue_stopped_run(summary, args.max_restarts, log)
+    if cluster.is_primary():
+      print(json.dumps(summary), flush=True)
+  elif args.command == "slurm":
+    _slurm(args)
   elif args.command == "eval":
     from mjxgap.process import enable_compilation_cache
     from mjxgap.evaluation.evaluate import evaluate
@@ -298,8 +391,13 @@ def run(argv: list[str] | None = None) -> int:
     from mjxgap.evaluation.bench import bench_env
 
     # No persistent compilation cache here: `compile_s` must be a real compile.
-    _emit(bench_env(args.robot, args.task, args.num_envs, args.steps, args.repeats, args.seed,
-                    args.dr, args.actuator or "pd"), args.out)
+    results = []
+    for num_envs in args.num_envs:  # one line each as it is measured
+      results.append(bench_env(args.robot, args.task, num_envs, args.steps, args.repeats,
+                               args.seed, args.dr, args.actuator or "pd"))
+      print(json.dumps(results[-1]), flush=True)
+    if args.out:
+      write_json_atomic(args.out, results[0] if len(results) == 1 else results)
   elif args.command == "export":
     from mjxgap.deploy.export import export
     from mjxgap.process import enable_compilation_cache

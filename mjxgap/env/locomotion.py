@@ -77,7 +77,10 @@ class LocomotionEnv(Env):
                       f"of the physics timestep {robot.sim_dt} s")
     self.robot, self.config, self.dr = robot, config, randomization
     m = robot.mj_model
-    self.mjx_model = mjx.put_model(m)
+    # this process's own device: MJX's default is the first device of all processes, which a
+    # second process of a multi-process run cannot hold constants on
+    device = jax.local_devices()[0]
+    self.mjx_model = mjx.put_model(m, device=device)
     self.n_substeps = robot.n_substeps
     self.episode_steps = int(round(config.episode_length_s / config.ctrl_dt))
 
@@ -85,7 +88,7 @@ class LocomotionEnv(Env):
     d.qpos[:] = robot.default_qpos
     d.ctrl[:] = robot.default_joint_pos
     mujoco.mj_forward(m, d)
-    self._data0 = mjx.put_data(m, d)
+    self._data0 = mjx.put_data(m, d, device=device)
     self._default_qpos = jnp.asarray(robot.default_qpos, jnp.float32)
     self._default_joint_pos = jnp.asarray(robot.default_joint_pos, jnp.float32)
     self._qpos_adr = jnp.asarray(robot.qpos_adr)

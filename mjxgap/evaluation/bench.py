@@ -74,6 +74,10 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
   raw_s = _time_best(raw_fn, data, repeats)
 
   env_sps = num_envs * steps / env_s
+  # XLA's own account of the env loop's device memory (inputs, outputs, temporaries): what a
+  # GPU needs for these worlds, read on any machine
+  memory = env_fn.memory_analysis()
+  peak = getattr(memory, "peak_memory_in_bytes", None) if memory is not None else None
   raw_sps = num_envs * steps * env.n_substeps / raw_s
   return {
       "robot": rb.name,
@@ -88,6 +92,8 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
       "raw_physics_steps_per_s": round(raw_sps, 1),
       "overhead": round(raw_sps / env.n_substeps / env_sps, 4),
       "compile_s": round(compile_s, 2),
+      "peak_memory_bytes": peak,
+      "peak_memory_bytes_per_env": None if peak is None else round(peak / num_envs),
       # per-env bytes of the batched model: only the randomized fields are per env
       "bytes_per_env": sum(x.nbytes for x in jax.tree.leaves(state.info["episode"].model))
       // num_envs,

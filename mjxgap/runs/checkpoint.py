@@ -21,6 +21,7 @@ import orbax.checkpoint as ocp
 
 from mjxgap.errors import UserError
 from mjxgap.agent import counter
+from mjxgap.process import host_value
 
 FORMAT_VERSION = 3  # 2: int32-pair counters, the learning-rate schedule, input fingerprints;
                     # 3: the curriculum's own state as `TrainState.curriculum`
@@ -53,14 +54,15 @@ class Checkpointer:
     return self._mngr
 
   def save(self, state, config: dict, version: str, inputs: dict) -> None:
-    host = jax.device_get(state)
-    leaves = jax.tree.leaves(host)
+    """Saves `state` (global arrays; called by every process of a multi-process run)."""
+    leaves = jax.tree.leaves(state)
+    step = int(host_value(state.iteration))
     meta = {"format": FORMAT_VERSION, "mjxgap_version": version, "config": config,
-            "inputs": inputs, "iteration": int(host.iteration),
-            "env_steps": counter.value(host.env_steps), "leaves": _leaf_records(host)}
-    step = int(host.iteration)
+            "inputs": inputs, "iteration": step,
+            "env_steps": counter.value(host_value(state.env_steps)),
+            "leaves": _leaf_records(state)}
     self._writer().save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave({f"{i:05d}": np.asarray(x) for i, x in enumerate(leaves)
+        state=ocp.args.StandardSave({f"{i:05d}": x for i, x in enumerate(leaves)
                                      if np.size(x)}),  # orbax refuses empty arrays
         meta=ocp.args.JsonSave(meta)), force=True)
     self._writer().wait_until_finished()
@@ -101,9 +103,10 @@ def read_meta(run_dir: str | pathlib.Path, step: int | None = None) -> tuple[int
   return step, meta
 
 
-def restore(run_dir: str | pathlib.Path, abstract_state, step: int | None = None
-            ) -> tuple[Any, dict]:
-  """The state saved at `step` (default: latest), as host arrays shaped like `abstract_state`."""
+def restore(run_dir: str | pathlib.Path, abstract_state, step: int | None = None,
+            shardings=None) -> tuple[Any, dict]:
+  """The state saved at `step` (default: latest) shaped like `abstract_state`: host arrays, or
+  with `shardings` (a tree like the state's) global arrays placed on them."""
   run_dir = pathlib.Path(run_dir)
   step, meta = read_meta(run_dir, step)
   where = run_dir / "checkpoints" / str(step)
@@ -116,13 +119,16 @@ def restore(run_dir: str | pathlib.Path, abstract_state, step: int | None = None
       raise UserError(f"{where}: incompatible checkpoint: {have[0]} is {have[2]}{have[1]}, this "
                       f"config needs {want[2]}{want[1]}")
   leaves, treedef = jax.tree.flatten(abstract_state)
-  target = {f"{i:05d}": np.zeros(x.shape, x.dtype) for i, x in enumerate(leaves)
-            if math.prod(x.shape)}
+  placed = jax.tree.leaves(shardings) if shardings is not None else [None] * len(leaves)
+  target = {f"{i:05d}": np.zeros(x.shape, x.dtype) if s is None else
+            jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s)
+            for i, (x, s) in enumerate(zip(leaves, placed)) if math.prod(x.shape)}
   try:
     saved = _manager(run_dir / "checkpoints", read_only=True).restore(
         step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))["state"]
-    arrays = [np.asarray(saved[f"{i:05d}"]) if math.prod(x.shape) else np.zeros(x.shape, x.dtype)
-              for i, x in enumerate(leaves)]
+    arrays = [(saved[f"{i:05d}"] if s is not None else np.asarray(saved[f"{i:05d}"]))
+              if math.prod(x.shape) else np.zeros(x.shape, x.dtype)
+              for i, (x, s) in enumerate(zip(leaves, placed))]
   except Exception as e:  # noqa: BLE001 - any orbax/IO failure means an unreadable checkpoint
     raise UserError(f"{where}: unreadable checkpoint ({type(e).__name__})") from None
   for a, x in zip(arrays, leaves):
@@ -130,3 +136,16 @@ def restore(run_dir: str | pathlib.Path, abstract_state, step: int | None = None
       raise UserError(f"{where}: corrupt checkpoint: an array has shape {a.shape} {a.dtype}, "
                       f"expected {x.shape} {x.dtype}")
   return jax.tree.unflatten(treedef, arrays), meta
+
+
+def saved_arrays(run_dir: str | pathlib.Path, step: int | None = None) -> dict[str, np.ndarray]:
+  """Every array of a checkpoint (default: latest) on the host, by its path in the state
+  (`.params['actor']...`), without building a trainer: to compare two runs' states."""
+  run_dir = pathlib.Path(run_dir)
+  step, meta = read_meta(run_dir, step)
+  target = {f"{i:05d}": np.zeros(shape, dtype)
+            for i, (_, shape, dtype) in enumerate(meta["leaves"]) if math.prod(shape)}
+  saved = _manager(run_dir / "checkpoints", read_only=True).restore(
+      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))["state"]
+  return {path: np.asarray(saved[f"{i:05d}"]) if math.prod(shape) else np.zeros(shape, dtype)
+          for i, (path, shape, dtype) in enumerate(meta["leaves"])}

@@ -4,7 +4,8 @@
 iteration; `RUN/tensorboard/` the same scalars for TensorBoard; `RUN/checkpoints/<iteration>/`
 the full training state; the figures (`runs.plots`) are drawn at the end. The config is checked
 and resolved into an env by the run factory (`runs.factory`); `--resume` is checked against the
-saved run by `runs.resume`.
+saved run by `runs.resume`. With several processes (`runs.cluster`: Slurm's `srun`) every process
+trains its share of the envs and writes its checkpoint shards; only the first writes the rest.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import numpy as np
 
 from mjxgap.errors import UserError
 from mjxgap.files import write_atomic
+from mjxgap.process import host_value
 from mjxgap.robot import load_robot
-from mjxgap.runs import checkpoint, factory
+from mjxgap.runs import checkpoint, cluster, factory
 from mjxgap.runs.config import TrainConfig
 from mjxgap.runs.plots import plot_adr_bounds, plot_curves
 from mjxgap.runs.progress import Progress
@@ -61,6 +63,18 @@ def _read_metrics(path: pathlib.Path, up_to: int) -> list[dict]:
   return rows
 
 
+def _prepared(out: pathlib.Path, config: TrainConfig) -> bool:
+  """True if `out` has no config.json, or one of exactly `config` (written by `mjxgap slurm
+  submit`, or by a start killed before its first checkpoint): a run to start, not to keep."""
+  path = out / "config.json"
+  if not path.exists():
+    return True
+  try:
+    return json.loads(path.read_text()) == json.loads(json.dumps(config.to_dict()))
+  except (OSError, json.JSONDecodeError):
+    return False
+
+
 def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
           progress: bool = True,
           log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
@@ -68,47 +82,58 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   """Trains (or continues) the run in `out` to `config.total_steps`; returns a summary.
 
   SIGTERM or SIGUSR1 (Slurm's warning before a time limit or preemption) and
-  `config.time_limit_s` stop the run at the next iteration boundary with a checkpoint;
-  `--resume` continues it. `on_ready(config)` runs once the config and the run folder have
-  passed every check, before anything is written.
+  `config.time_limit_s` stop the run at the next iteration boundary with a checkpoint (every
+  process of a multi-process run at the same one); `--resume` continues it. `on_ready(config)`
+  runs once the config and the run folder have passed every check, before anything is written.
   """
   from mjxgap import __version__
 
   out = pathlib.Path(out)
+  cluster.initialize()  # before JAX touches a device; nothing to do for a lone process
+  primary = cluster.is_primary()
   inputs = factory.check(config)  # every field, the config's strings parsed once
   if resume:
     saved = load_config(out, validate=False)
     if not checkpoint.steps(out):
       raise UserError(f"--resume {out}: no checkpoint in {out / 'checkpoints'}")
     check_resumable(saved, config, out, checkpoint.read_meta(out)[1]["inputs"])
-  elif (out / "config.json").exists() or checkpoint.steps(out):
+  elif checkpoint.steps(out) or not _prepared(out, config):
     raise UserError(f"{out} already holds a run; pass --resume to continue it or choose "
                     "another --out")
   # everything that can fail on user input (robot file, checkpoint) before anything is written
   trainer = factory.make_trainer(config, inputs.env(load_robot(config.robot)))
   fingerprint = fingerprints(config)
   if resume:
-    host_state, meta = checkpoint.restore(out, trainer.init_abstract())
-    host_state = trainer.resume(host_state)
-  on_ready(config)
-  try:
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2) + "\n")
-  except OSError as e:
-    raise UserError(f"cannot write to {out}: {e.strerror or e}") from None
+    restored, meta = checkpoint.restore(out, trainer.init_abstract(),
+                                        shardings=trainer.shardings())
+    restored = trainer.resume(restored)
+  if primary:
+    on_ready(config)
+    try:
+      out.mkdir(parents=True, exist_ok=True)
+      write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2) + "\n")
+    except OSError as e:
+      raise UserError(f"cannot write to {out}: {e.strerror or e}") from None
 
   if resume:
-    state = trainer.place(host_state)
-    log(f"resuming {out} at iteration {meta['iteration']} ({meta['env_steps']:,} env steps)")
+    state = trainer.place(restored)
+    if primary:
+      log(f"resuming {out} at iteration {meta['iteration']} ({meta['env_steps']:,} env steps)")
   else:
     state = trainer.init(config.seed)
-  start_iteration = int(state.iteration)
+  start_iteration = int(host_value(state.iteration))
   rows = _read_metrics(out / "metrics.jsonl", start_iteration)
-  write_atomic(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+  if primary:
+    write_atomic(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+  job = cluster.SlurmJob.current()
+  # on every line: which Slurm job (and restart of it) ran the iteration
+  job_fields = job.metrics_fields() if job else {}
+  if jax.process_count() > 1:
+    job_fields["processes"] = jax.process_count()
 
   from tensorboardX import SummaryWriter
 
-  writer = SummaryWriter(str(out / "tensorboard"))
+  writer = SummaryWriter(str(out / "tensorboard")) if primary else None
   saver = checkpoint.Checkpointer(out, keep=config.keep_checkpoints)
   stop = {"signal": None}
   handlers = {}
@@ -122,34 +147,41 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
     except ValueError:  # not the main thread
       pass
 
+  if jax.process_count() > 1:  # compile on every process (at its own speed), then go together
+    trainer.iteration.lower(state).compile()
+    cluster.barrier("compiled")
   bar = Progress(config.num_iterations * config.steps_per_iteration, progress)
   t_start = time.perf_counter()
   first_iteration_s = None
   iteration = start_iteration
+  signalled = False
   try:
-    with open(out / "metrics.jsonl", "a") as metrics_file:
+    with open(out / "metrics.jsonl", "a") if primary else open(os.devnull, "w") as metrics_file:
       while iteration < config.num_iterations:
         t0 = time.perf_counter()
         state, metrics = trainer.iteration(state)
-        metrics = jax.device_get(metrics)
+        metrics = host_value(metrics)
         iteration += 1
         elapsed = time.perf_counter() - t0
         if first_iteration_s is None:
           first_iteration_s = time.perf_counter() - t_start
         row = _scalars(metrics, iteration, iteration * config.steps_per_iteration,
-                       config.steps_per_iteration / elapsed)
+                       config.steps_per_iteration / elapsed) | job_fields
+        if resume and iteration == start_iteration + 1:
+          row["resumed"] = True  # the first iteration after a restart
         rows.append(row)
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
         for k, v in row.items():
-          if k not in ("iteration", "env_steps") and v is not None:
+          if writer and isinstance(v, (int, float)) and k not in ("iteration", "env_steps"):
             writer.add_scalar(k, v, row["env_steps"])
         bar.update(row, time.perf_counter() - t_start,
                    (iteration - start_iteration) * config.steps_per_iteration,
                    final=iteration == config.num_iterations)
-        out_of_time = (config.time_limit_s > 0
-                       and time.perf_counter() - t_start >= config.time_limit_s)
-        stopping = out_of_time or stop["signal"] is not None
+        signalled, out_of_time = cluster.any_process(
+            stop["signal"] is not None,
+            config.time_limit_s > 0 and time.perf_counter() - t_start >= config.time_limit_s)
+        stopping = signalled or out_of_time
         if (iteration % config.checkpoint_every == 0 or iteration == config.num_iterations
             or stopping):
           saver.save(state, config.to_dict(), __version__, fingerprint)
@@ -157,11 +189,12 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
           break
   finally:
     saver.close()
-    writer.close()
+    if writer:
+      writer.close()
     for sig, handler in handlers.items():
       signal.signal(sig, handler)
 
-  if rows:
+  if rows and primary:
     title = f"{config.robot} / {config.task} / dr={config.dr} / preset={config.preset}"
     plot_curves(rows, out / "learning_curves.png", title)
     if inputs.randomization.adr is not None:
@@ -173,7 +206,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
       "iteration": iteration,
       "env_steps": iteration * config.steps_per_iteration,
       "complete": iteration >= config.num_iterations,
-      "stopped_by_signal": stop["signal"] is not None,
+      "stopped_by_signal": signalled,
       "wall_s": round(time.perf_counter() - t_start, 1),
       "first_iteration_s": None if first_iteration_s is None else round(first_iteration_s, 2),
       "recent_episode_return": float(np.mean([r["episode_return"] for r in recent]))
