@@ -1,10 +1,10 @@
 """The PPO training iteration: rollout, GAE, minibatch SGD and statistics, in one jitted call.
 
 `Trainer.iteration(state) -> (state, metrics)` is the whole algorithm, run data-parallel with
-`shard_map` over a 1-D mesh of every device of every process (`jax.devices()`; several processes
-after `jax.distributed.initialize`, see `mjxgap.runs.cluster`): each device steps its share of the envs,
-gradients, advantage and normaliser statistics are averaged over the mesh, so parameters and
-optimiser state stay identical (replicated) everywhere. The env is any Brax `Env` whose
+`shard_map` over a 1-D mesh of every device of every process (`jax.devices()`; several
+processes after `jax.distributed.initialize`, see `mjxgap.runs.cluster`): each device steps its
+share of the envs, gradients, advantage and normaliser statistics are averaged over the mesh,
+so parameters and optimiser state stay identical (replicated) everywhere. The env is any Brax `Env` whose
 observation is a dict with the actor's `"state"` and the critic's `"privileged_state"`, wrapped in
 `mjxgap.env.wrappers.AutoReset`; an optional `Curriculum` (`mjxgap.agent.curriculum`) keeps its
 state in the train state, sets the level the rollout's resets draw from and updates after it.

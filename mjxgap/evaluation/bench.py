@@ -56,7 +56,9 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
     return vector.rollout(wrapped, s, lambda *_: zeros, steps)[0].pipeline_state.qpos
 
   t0 = time.perf_counter()
-  env_fn = jax.jit(env_rollout).lower(state).compile()
+  # keep_unused: the loop holds every world's whole state, as training does (jit would drop
+  # the fields this loop does not read from its memory account)
+  env_fn = jax.jit(env_rollout, keep_unused=True).lower(state).compile()
   compile_s = time.perf_counter() - t0
   jax.block_until_ready(env_fn(state))
   env_s = _time_best(env_fn, state, repeats)
@@ -74,8 +76,8 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
   raw_s = _time_best(raw_fn, data, repeats)
 
   env_sps = num_envs * steps / env_s
-  # XLA's own account of the env loop's device memory (inputs, outputs, temporaries): what a
-  # GPU needs for these worlds, read on any machine
+  # XLA's own account of the env loop's device memory (the worlds' states, outputs,
+  # temporaries): what a GPU needs for these worlds, read on any machine
   memory = env_fn.memory_analysis()
   peak = getattr(memory, "peak_memory_in_bytes", None) if memory is not None else None
   raw_sps = num_envs * steps * env.n_substeps / raw_s
@@ -94,6 +96,7 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
       "compile_s": round(compile_s, 2),
       "peak_memory_bytes": peak,
       "peak_memory_bytes_per_env": None if peak is None else round(peak / num_envs),
+      "state_bytes_per_env": sum(x.nbytes for x in jax.tree.leaves(state)) // num_envs,
       # per-env bytes of the batched model: only the randomized fields are per env
       "bytes_per_env": sum(x.nbytes for x in jax.tree.leaves(state.info["episode"].model))
       // num_envs,
