@@ -99,7 +99,11 @@ def test_submit_bad_input_one_line_exit_2(capsys, tmp_path, monkeypatch):
       (["slurm", "submit", "--gpus-per-node", "4", "--", "train", *SMALL[:2], "--num-envs",
         "6", "--out", str(tmp_path / "r")], "multiple of the number of processes"),
       (["slurm", "status", str(tmp_path)], "slurm_job.json"),
+      (["slurm", "submit", "--", "train", *SMALL, "--out", str(tmp_path / "taken")],
+       "already holds a run"),
   ]
+  (tmp_path / "taken").mkdir()
+  (tmp_path / "taken" / "config.json").write_text("{}")
   for argv, needle in cases:
     code, out, err = _cli(argv, capsys)
     assert code == 2 and needle in err and err.count("\n") == 1 and out == "", (argv, err)
@@ -247,3 +251,16 @@ def test_job_array_trains_one_run_per_combination(slurm, tmp_path, capsys):
     states[seed] = saved_arrays(run)
   actor = [k for k in states[3] if "actor" in k and "kernel" in k][0]
   assert not np.array_equal(states[3][actor], states[4][actor])  # different seeds trained
+
+
+def test_python_api_dry_run(tmp_path):
+  """`mjxgap.slurm.submit` from Python (a notebook): a dict of configs is a job array."""
+  import mjxgap
+
+  config = mjxgap.TrainConfig(task="stand")
+  out = mjxgap.slurm.submit({"a": config, "b": config}, tmp_path / "sweep", gpus_per_node=2,
+                            time_limit="1:00:00", dry_run=True)
+  assert out["job_id"] is None and out["array_tasks"] == 2
+  assert "#SBATCH --array=0-1" in out["script_text"]
+  assert str(tmp_path / "sweep" / "b") in out["script_text"]
+  assert not (tmp_path / "sweep").exists()

@@ -302,7 +302,8 @@ def _slurm(args) -> None:
   configs = ({name: config_of([*train_argv, *extra])[0] for name, extra in sweep_names(sweep)}
              if sweep else config)
   result = slurm.submit(configs, out or _default_run(config), nodes=args.nodes,
-                        gpus_per_node=args.gpus_per_node, tasks_per_node=args.tasks_per_node, cpus_per_task=args.cpus_per_task,
+                        gpus_per_node=args.gpus_per_node, tasks_per_node=args.tasks_per_node,
+                        cpus_per_task=args.cpus_per_task,
                         time_limit=args.time, partition=args.partition, account=args.account,
                         max_restarts=args.max_restarts, dry_run=args.dry_run)
   if args.dry_run:

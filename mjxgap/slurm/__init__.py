@@ -38,7 +38,8 @@ def _command(args: list[str], what: str) -> subprocess.CompletedProcess:
     raise UserError(f"{args[0]} did not answer within 120 s") from None
 
 
-def _first_line(text: str) -> str:
+def _message(text: str) -> str:
+  """The last non-empty line of a Slurm command's output (where its error is)."""
   lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
   return lines[-1] if lines else "(no message)"
 
@@ -67,7 +68,7 @@ def submit(configs: TrainConfig | dict[str, TrainConfig], run: str | os.PathLike
     where = folders[name]
     if checkpoint.steps(where) or (where / "config.json").exists():
       raise UserError(f"{where} already holds a run; choose another folder (a stopped job "
-                      "resumes by itself; `sbatch {where}/{SCRIPT_FILE}` restarts it by hand)")
+                      f"resumes by itself; `sbatch {run / SCRIPT_FILE}` restarts it by hand)")
   spec = JobSpec(runs=tuple(str(f) for f in folders.values()),
                  python=python or sys.executable, nodes=nodes, gpus_per_node=gpus_per_node,
                  tasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task, time=time_limit,
@@ -92,7 +93,7 @@ def submit(configs: TrainConfig | dict[str, TrainConfig], run: str | os.PathLike
   if done.returncode != 0:
     for folder in folders.values():  # nothing queued: leave no half-made run behind
       (folder / "config.json").unlink(missing_ok=True)
-    raise UserError(f"sbatch refused {run / SCRIPT_FILE}: {_first_line(done.stderr)}")
+    raise UserError(f"sbatch refused {run / SCRIPT_FILE}: {_message(done.stderr)}")
   job_id = done.stdout.strip().split(";")[0]
   record = {**result, "job_id": job_id, "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "runs": list(spec.runs)}
@@ -110,7 +111,7 @@ def _scontrol_state(job_id: str) -> list[dict] | None:
   if done.returncode != 0:
     if "invalid job id" in done.stderr.lower():
       return None  # finished long enough ago for Slurm to forget it
-    raise UserError(f"scontrol cannot reach Slurm: {_first_line(done.stderr)}")
+    raise UserError(f"scontrol cannot reach Slurm: {_message(done.stderr)}")
   jobs = []
   for line in done.stdout.splitlines():
     fields = dict(re.findall(r"(\w+)=(\S*)", line))
