@@ -103,6 +103,12 @@ def read_meta(run_dir: str | pathlib.Path, step: int | None = None) -> tuple[int
   return step, meta
 
 
+def _read_state(run_dir: pathlib.Path, step: int, target: dict) -> dict:
+  """The saved arrays of `step` (the non-empty leaves, by index) read into `target`."""
+  return _manager(run_dir / "checkpoints", read_only=True).restore(
+      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))["state"]
+
+
 def restore(run_dir: str | pathlib.Path, abstract_state, step: int | None = None,
             shardings=None) -> tuple[Any, dict]:
   """The state saved at `step` (default: latest) shaped like `abstract_state`: host arrays, or
@@ -124,8 +130,7 @@ def restore(run_dir: str | pathlib.Path, abstract_state, step: int | None = None
             jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s)
             for i, (x, s) in enumerate(zip(leaves, placed)) if math.prod(x.shape)}
   try:
-    saved = _manager(run_dir / "checkpoints", read_only=True).restore(
-        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))["state"]
+    saved = _read_state(run_dir, step, target)
     arrays = [(saved[f"{i:05d}"] if s is not None else np.asarray(saved[f"{i:05d}"]))
               if math.prod(x.shape) else np.zeros(x.shape, x.dtype)
               for i, (x, s) in enumerate(zip(leaves, placed))]
@@ -145,7 +150,6 @@ def saved_arrays(run_dir: str | pathlib.Path, step: int | None = None) -> dict[s
   step, meta = read_meta(run_dir, step)
   target = {f"{i:05d}": np.zeros(shape, dtype)
             for i, (_, shape, dtype) in enumerate(meta["leaves"]) if math.prod(shape)}
-  saved = _manager(run_dir / "checkpoints", read_only=True).restore(
-      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))["state"]
+  saved = _read_state(run_dir, step, target)
   return {path: np.asarray(saved[f"{i:05d}"]) if math.prod(shape) else np.zeros(shape, dtype)
           for i, (path, shape, dtype) in enumerate(meta["leaves"])}
