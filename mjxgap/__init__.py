@@ -7,6 +7,8 @@ The public API (what the README, the notebooks and users import; inner modules m
     summary = mjxgap.train(mjxgap.TrainConfig(...), "runs/my_run")
     mjxgap.evaluate("runs/my_run"); mjxgap.export("runs/my_run", "policy/"); mjxgap.play("policy/")
     mjxgap.measure_gap("policy/", "policy/gap", reality=("sim2sim", "typical", "harsh"))
+    traj = mjxgap.rollout(env, steps=100, num_envs=1024); mjxgap.render(robot, traj.qpos[:, 0])
+    mjxgap.synthesize_motor_log("builtin", "logs.npz"); mjxgap.fit_actuator("logs.npz", "builtin", "net/")
     mjxgap.slurm.submit(config, "/shared/runs/walk", nodes=2, gpus_per_node=4)
 
 Names are imported on first use, so `import mjxgap` is cheap and pulls in no JAX.
@@ -41,6 +43,16 @@ _API = {
     "play": "mjxgap.deploy.play",
     "Policy": "mjxgap.deploy.runtime",
     "measure_gap": "mjxgap.gap.measure",
+    "rollout": "mjxgap.evaluation.rollout",
+    "Trajectory": "mjxgap.evaluation.rollout",
+    "render": "mjxgap.rendering",
+    "Video": "mjxgap.rendering",
+    "offscreen_gl": "mjxgap.rendering",
+    "preset": "mjxgap.runs.config",
+    "enable_compilation_cache": "mjxgap.process",
+    "synthesize_motor_log": "mjxgap.sim.actuators.workflow",
+    "fit_actuator": "mjxgap.sim.actuators.workflow",
+    "replay_actuator": "mjxgap.sim.actuators.workflow",
     "Profile": "mjxgap.gap.profiles",
     "load_profile": "mjxgap.gap.profiles",
     "UserError": "mjxgap.errors",

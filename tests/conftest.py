@@ -5,7 +5,12 @@ import pathlib
 import pytest
 
 import mjxgap  # noqa: F401  (sets XLA flags before JAX starts)
-from mjxgap.process import enable_compilation_cache
+from mjxgap.rendering import offscreen_gl
+
+# MuJoCo reads MUJOCO_GL once, at import: choose an offscreen backend (egl, osmesa) before it
+offscreen_gl()
+
+from mjxgap.process import enable_compilation_cache  # noqa: E402  (imports MuJoCo)
 
 SHARED_ROBOTS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "robots"
 BERKELEY = SHARED_ROBOTS / "berkeley_humanoid" / "scene_mjx_feetonly_flat_terrain.xml"

@@ -151,14 +151,14 @@ def test_export_bakes_the_contract_constants():
 
 def test_imports_follow_the_pipeline():
   """No module imports a package further down the pipeline than its own (README,
-  Architecture): robot -> sim -> env -> agent -> runs -> evaluation -> deploy -> gap -> slurm -> cli,
+  Architecture): robot -> rendering -> sim -> env -> agent -> runs -> evaluation -> deploy -> gap -> slurm -> cli,
   with contract, errors, files and process below everything."""
   import ast
   import pathlib
 
   import mjxgap
 
-  order = ["contract", "errors", "files", "process", "robot", "sim", "env", "agent", "runs",
+  order = ["contract", "errors", "files", "process", "robot", "rendering", "sim", "env", "agent", "runs",
            "evaluation", "deploy", "gap", "slurm", "cli"]
   root = pathlib.Path(mjxgap.__file__).parent
 
@@ -176,3 +176,19 @@ def test_imports_follow_the_pipeline():
       upward += [(module, n) for n in names
                  if own is not None and layer(n) is not None and layer(n) > own]
   assert len(list(root.rglob("*.py"))) > 50 and upward == []
+
+
+def test_every_package_is_installed():
+  """pyproject's package list names every folder of Python modules (`pip install .` — not
+  editable — ships only those)."""
+  import pathlib
+  import tomllib
+
+  root = pathlib.Path(__file__).resolve().parents[1]
+  listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+               ["packages"])
+  found = {".".join(("mjxgap",) + p.parent.relative_to(root / "mjxgap").parts).rstrip(".")
+           for p in (root / "mjxgap").rglob("__init__.py")}
+  found |= {".".join(("mjxgap_envs",) + p.parent.relative_to(root / "envs").parts).rstrip(".")
+            for p in (root / "envs").rglob("__init__.py")}
+  assert found - listed == set() and listed - found == set()

@@ -331,3 +331,19 @@ def test_builtin_stands_10_s_at_zero_action(builtin_robot):
   assert np.max(np.abs(height - builtin_robot.default_qpos[2])) < 0.01  # m
   tilt = np.arccos(np.clip(-gravity[:, 2], -1, 1))
   assert tilt.max() < 0.02  # rad
+
+
+def test_first_episode_sums_hand_computed():
+  """Sums over each env's first episode, the step that ends it included, nothing after it."""
+  import numpy as np
+
+  from mjxgap.env.vector import first_episode_sums
+
+  done = np.array([[0, 0], [1, 0], [0, 1], [0, 0]], np.float32)  # [steps, envs]
+  reward = np.array([[1, 10], [2, 20], [3, 30], [4, 40]], np.float32)
+  sums = first_episode_sums({"done": done, "reward": reward})
+  assert np.asarray(sums["length"]).tolist() == [2, 3]
+  assert np.asarray(sums["reward"]).tolist() == [3, 60]
+  never = first_episode_sums({"done": np.zeros((3, 1), np.float32),
+                              "reward": np.ones((3, 1), np.float32)})
+  assert np.asarray(never["length"]).tolist() == [3] and np.asarray(never["reward"]).tolist() == [3]

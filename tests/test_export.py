@@ -338,8 +338,8 @@ def test_play_runs_the_export_in_native_mujoco(exported, tmp_path, capsys):
   assert 0 < r["survived_s"] <= 0.5 and r["mean_velocity_tracking_error_mps"] >= 0
   for argv, needle in ((["play", str(tmp_path / "nothing")], "missing policy.json"),
                        (["play", str(out), "--command", "1,2"], "--command must be three"),
-                       (["play", str(out), "--video", str(tmp_path / "run.mp4")],
-                        "expected a .gif")):
+                       (["play", str(out), "--video", str(tmp_path / "run.avi")],
+                        "expected a .gif or .mp4")):
     code, _, err = _cli(argv, capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 

@@ -4,7 +4,7 @@ The observation comes from `mjxgap.deploy.runtime`, which reads only `policy.jso
 position actuators get `default + scale * action` every control period. A policy that stands
 here as it stood in MJX has crossed the first gap (MJX -> MuJoCo) with a complete sidecar.
 The base-frame velocity and the fall test are `mjxgap.contract`'s, as in the training env, so
-"fell" means here what it meant in training. The GIF recorder is `mjxgap.deploy.video`.
+"fell" means here what it meant in training. Its video goes through `mjxgap.rendering`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from mjxgap import contract
 from mjxgap.errors import UserError
 from mjxgap.deploy.runtime import Policy, rotate_inverse
-from mjxgap.deploy.video import GifRecorder
+from mjxgap import rendering
 
 
 def load_policy(folder: pathlib.Path) -> Policy:
@@ -36,7 +36,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
          command=(0.0, 0.0, 0.0), record_s: float = 0.0, video: str | None = None) -> dict:
   """Runs the policy for `seconds` (or until it falls); survival, distance, tracking error.
   With `record_s`, also the joint positions of the first `record_s` seconds, per physics step;
-  with `video`, an animated GIF of the run (25 frames per simulated second)."""
+  with `video`, a GIF or MP4 of the run (25 frames per simulated second)."""
   from mjxgap.robot import load_robot
 
   folder = pathlib.Path(folder)
@@ -62,11 +62,11 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   d = mujoco.MjData(m)
   d.qpos[:] = rb.default_qpos
   mujoco.mj_forward(m, d)
-  recorder = GifRecorder(pathlib.Path(video), m, rb.base_body_id) if video else None
+  if video:  # fail before the run, not after it
+    video = rendering.check_video_path(video)
+    rendering.renderer(m, 16, 16).close()
   frame_every = max(1, int(round(1.0 / (25.0 * spec["control_period_s"]))))
-  if recorder:
-    recorder.fps = 1.0 / (frame_every * spec["control_period_s"])
-    recorder.capture(d)
+  poses = [d.qpos.copy()]  # one per video frame
   start_xy, start_yaw = d.qpos[:2].copy(), _yaw(d.qpos[3:7])
   yaw, turned = start_yaw, 0.0  # rad, summed step by step so that full turns count
   steps = int(round(seconds / spec["control_period_s"]))
@@ -88,8 +88,8 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     if not np.all(np.isfinite(d.qpos)):
       raise UserError(f"{folder}: the simulation diverged (NaN) at {t * spec['control_period_s']}"
                       " s")
-    if recorder and t % frame_every == 0:
-      recorder.capture(d)
+    if video and t % frame_every == 0:
+      poses.append(d.qpos.copy())
     v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
     tracking.append(np.linalg.norm(v_base[:2] - command[:2]))
     yaw_tracking.append(abs(d.qvel[5] - command[2]))
@@ -116,9 +116,11 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   }
   if record_steps:
     result["joint_pos_rad"] = np.asarray(recorded).tolist()
-  if recorder:
-    recorder.write()
-    result["video"] = {"file": str(video), "frames": len(recorder.frames), "fps": recorder.fps}
+  if video:
+    fps = 1.0 / (frame_every * spec["control_period_s"])
+    clip = rendering.render(rb, np.asarray(poses), fps, width=640, height=480)
+    clip.save(video)
+    result["video"] = {"file": str(video), "frames": len(clip), "fps": fps}
   return result
 
 

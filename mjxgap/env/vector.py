@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 from brax.envs.base import Env, State
 
 # policy(state, key) -> actions [envs, action_size]; `key` is None without a rollout key
@@ -24,11 +25,12 @@ def reset(env: Env, key: jax.Array, num_envs: int) -> State:
 
 
 def rollout(env: Env, state: State, policy: Policy, steps: int, record: Record | None = None,
-            key: jax.Array | None = None) -> tuple[State, Any]:
+            key: jax.Array | None = None, xs: Any = None) -> tuple[State, Any]:
   """`steps` steps of every env of the batch `state`.
 
   At each step `policy(state, k)` gives the actions, `k` being the step's own key from
-  `jax.random.split(key, steps)` (None without `key`), and the envs step with
+  `jax.random.split(key, steps)` (None without `key`), or the step's slice of `xs` (per-step
+  inputs, e.g. the step index, stacked on a leading axis) when given; the envs step with
   `env.step(state, action)`. Returns the final state and `record(state, next_state, action)`
   of every step, stacked along a new leading axis (None without `record`).
   """
@@ -39,5 +41,22 @@ def rollout(env: Env, state: State, policy: Policy, steps: int, record: Record |
     nxt = step(s, action)
     return nxt, None if record is None else record(s, nxt, action)
 
-  keys = None if key is None else jax.random.split(key, steps)
-  return jax.lax.scan(body, state, keys, length=steps)
+  if xs is None and key is not None:
+    xs = jax.random.split(key, steps)
+  return jax.lax.scan(body, state, xs, length=steps)
+
+
+def first_episode_sums(records: dict) -> dict:
+  """Per env, every record summed over the steps of its first episode, and its `length` in
+  steps. `records`: arrays stacked [steps, envs] (as `rollout` returns them), with `done`."""
+  keys = [k for k in records if k != "done"]
+
+  def add(carry, s):
+    alive, sums = carry
+    sums = {"length": sums["length"] + alive, **{k: sums[k] + alive * s[k] for k in keys}}
+    return (alive * (1.0 - s["done"]), sums), None
+
+  zeros = jnp.zeros(records["done"].shape[1:])
+  (_, sums), _ = jax.lax.scan(add, (jnp.ones_like(zeros), {k: zeros for k in ["length", *keys]}),
+                              records)
+  return sums

@@ -28,25 +28,6 @@ from mjxgap.runs.resume import load_config
 from mjxgap.sim import adr as adr_lib
 
 
-def _episode_totals(steps):
-  """Per env, over its first episode: return, length, falls, time-limit ends and the mean
-  velocity-tracking errors, from the stacked per-step records [steps, envs]."""
-  def add(carry, s):
-    alive, ret, length, fell, timed_out, lin, yaw = carry
-    ret = ret + alive * s["reward"]
-    length = length + alive
-    fell = fell + alive * s["fell"]
-    timed_out = timed_out + alive * s["truncation"]
-    lin, yaw = lin + alive * s["lin_vel_error_mps"], yaw + alive * s["yaw_rate_error_rad_s"]
-    alive = alive * (1.0 - s["done"])
-    return (alive, ret, length, fell, timed_out, lin, yaw), None
-
-  zeros = jnp.zeros(steps["reward"].shape[1:])
-  (_, ret, length, fell, timed_out, lin, yaw), _ = jax.lax.scan(
-      add, (jnp.ones_like(zeros),) + (zeros,) * 6, steps)
-  return ret, length, fell, timed_out, lin / length, yaw / length
-
-
 def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_003,
              policy: str = "trained", dr: str | None = None, step: int | None = None,
              actuator: str | None = None) -> dict:
@@ -90,10 +71,12 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
                                    "fell": nxt.metrics["fell"],
                                    "truncation": nxt.info["truncation"],
                                    **{k: nxt.metrics[k] for k in TRACKING_ERRORS}})
-    return (*_episode_totals(steps), evaluators)
+    return vector.first_episode_sums(steps), evaluators
 
-  ret, length, fell, timed_out, lin, yaw, evaluators = map(np.asarray,
-                                                 jax.jit(run)(jax.random.PRNGKey(seed)))
+  sums, evaluators = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed)))
+  length = sums["length"]
+  ret, fell, timed_out = sums["reward"], sums["fell"], sums["truncation"]
+  lin, yaw = sums["lin_vel_error_mps"] / length, sums["yaw_rate_error_rad_s"] / length
   return {
       "run": str(run_dir),
       "policy": policy,

@@ -1,13 +1,13 @@
-"""A randomized rollout: random actions in many worlds, summarised as plain numbers.
-
-`mjxgap rollout`: a quick look at a robot, task, randomization and actuator before training
-(does it fall, does the physics diverge, what does a step return), with the env from the run
-factory and the loop of `mjxgap.env.vector`.
+"""Rollouts without learning, for looking at an env: `rollout` (Python: the trajectory as
+arrays, for plots and `mjxgap.render`) and `random_rollout` (`mjxgap rollout`: random actions in
+many worlds summarised as plain numbers: does it fall, does the physics diverge). Both use the
+loop of `mjxgap.env.vector`.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +15,59 @@ import numpy as np
 
 from mjxgap.env import vector
 from mjxgap.env.wrappers import AutoReset
+from mjxgap.errors import UserError
 from mjxgap.robot import load_robot
 from mjxgap.runs.factory import make_env
+from mjxgap.sim.episode import Episode
+
+
+class Trajectory(NamedTuple):
+  """`num_envs` worlds over `steps` control steps, as numpy arrays (envs on axis 1)."""
+
+  qpos: np.ndarray  # [steps + 1, envs, nq]: the initial state first
+  reward: np.ndarray  # [steps, envs]
+  done: np.ndarray  # [steps, envs]: the episode ended at this step (a fresh one follows)
+  metrics: dict  # name -> [steps, envs]: reward terms, tracking errors, fell, nan
+  command: np.ndarray  # [steps, envs, 3]: forward m/s, lateral m/s, yaw rad/s
+  episode: Episode  # what each world's first episode drew (physics, delays in ms), [envs, ...]
+  dt: float  # s per control step
+
+
+def rollout(env, steps: int, num_envs: int = 1, seed: int = 0,
+            actions: np.ndarray | Callable | None = None) -> Trajectory:
+  """Steps `num_envs` worlds of `env` (from `mjxgap.make_env`; finished episodes restart) for
+  `steps` control steps, in one jitted `scan`.
+
+  `actions`: None (zeros: hold the default pose), an array [steps, action_size] (the same
+  sequence in every world) or [steps, num_envs, action_size], or a traceable function
+  `(obs, step) -> actions [num_envs, action_size]` of the batched observation dict.
+  """
+  auto = AutoReset(env)
+  nu = env.action_size
+  if actions is None:
+    actions = np.zeros((steps, nu), np.float32)
+  if callable(actions):
+    policy = lambda s, t: actions(s.obs, t)
+  else:
+    table = jnp.asarray(actions, jnp.float32)
+    if table.shape not in ((steps, nu), (steps, num_envs, nu)):
+      raise UserError(f"rollout: actions must be [{steps}, {nu}] or [{steps}, {num_envs}, {nu}],"
+                      f" got {tuple(table.shape)}")
+    table = jnp.broadcast_to(table.reshape(steps, -1, nu), (steps, num_envs, nu))
+    policy = lambda s, t: table[t]
+
+  def run(key):
+    state = vector.reset(auto, key, num_envs)
+    record = lambda _, nxt, __: {"qpos": nxt.pipeline_state.qpos, "reward": nxt.reward,
+                                 "done": nxt.done, "metrics": nxt.metrics,
+                                 "command": nxt.info["command"]}
+    _, out = vector.rollout(auto, state, policy, steps, record, xs=jnp.arange(steps))
+    return state.pipeline_state.qpos, state.info["episode"], out
+
+  qpos0, episode, out = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed)))
+  return Trajectory(qpos=np.concatenate([qpos0[None], out["qpos"]]), reward=out["reward"],
+                    done=out["done"] > 0, metrics=out["metrics"], command=out["command"],
+                    episode=episode, dt=env.dt)
 
 
 def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 64,

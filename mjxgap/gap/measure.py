@@ -115,10 +115,11 @@ def exported(source: str | pathlib.Path):
 
 
 def measure_gap(source: str | pathlib.Path, out: str | pathlib.Path,
-        reality: tuple[str, ...] = ("sim2sim", "typical", "harsh"), episodes: int = 64,
+        reality: tuple = ("sim2sim", "typical", "harsh"), episodes: int = 64,
         seconds: float = 20.0, sweeps: tuple[str, ...] = (), simulator: str = "native",
         seed: int = 0, workers: int | None = None) -> dict:
   """Runs the gap report of `source` into `out`; returns a short summary (printed by the CLI).
+  `reality`: profile names, JSON files or `Profile`s (e.g. one edited with `with_value`).
   With `sweeps`, each sweep runs on every profile of `reality` and the profiles themselves are
   not reported on their own."""
   from mjxgap.files import folder_atomic
@@ -133,7 +134,8 @@ def measure_gap(source: str | pathlib.Path, out: str | pathlib.Path,
     raise UserError(f"--simulator must be one of {', '.join(SIMULATORS)}, got {simulator!r}")
   if not reality:
     raise UserError("--reality: name at least one profile")
-  chosen = [profiles_lib.load_profile(r) for r in reality]
+  chosen = [r if isinstance(r, profiles_lib.Profile) else profiles_lib.load_profile(r)
+            for r in reality]
   parsed = [parse_sweep(s) for s in sweeps]
   # every profile that will run, checked before any does
   planned = {(s.field, p.name, v): profiles_lib.with_value(p, s.field, v)

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjxgap.env import vector
 from mjxgap.errors import UserError
 from mjxgap.gap.profiles import Profile
 from mjxgap.sim.presets import nominal_dr
@@ -102,28 +103,16 @@ def profile_randomization(profile: Profile) -> tuple[DomainRandomization, dict, 
 
 def _totals(steps: dict) -> dict:
   """Per env, over its first episode: the fields of `native.EPISODE_FIELDS`."""
-  def add(carry, s):
-    alive, length, fell, nan, timed_out, track, yaw, tau = carry
-    length = length + alive
-    fell = fell + alive * s["fell"]
-    nan = nan + alive * s["nan"]
-    timed_out = timed_out + alive * s["truncation"]
-    track, yaw, tau = track + alive * s["track"], yaw + alive * s["yaw"], tau + alive * s["tau"]
-    alive = alive * (1.0 - s["done"])
-    return (alive, length, fell, nan, timed_out, track, yaw, tau), None
-
-  zeros = jnp.zeros(steps["done"].shape[1:])
-  (_, length, fell, nan, timed_out, track, yaw, tau), _ = jax.lax.scan(
-      add, (jnp.ones_like(zeros),) + (zeros,) * 7, steps)
-  return {"length": length, "fell": fell > 0, "diverged": nan > 0, "survived": timed_out > 0,
-          "tracking_error_mps": track / length, "yaw_rate_error_rad_s": yaw / length,
-          "torque_sq": tau / length}
+  sums = vector.first_episode_sums(steps)
+  length = sums["length"]
+  return {"length": length, "fell": sums["fell"] > 0, "diverged": sums["nan"] > 0,
+          "survived": sums["truncation"] > 0, "tracking_error_mps": sums["track"] / length,
+          "yaw_rate_error_rad_s": sums["yaw"] / length, "torque_sq": sums["tau"] / length}
 
 
 def episodes(env, policy, n: int, seed: int) -> dict[str, np.ndarray]:
   """`n` episodes of the exported policy (`export.ExportedPolicy`) in `env` (one each)."""
   from mjxgap.deploy.export import numpy_forward
-  from mjxgap.env import vector
 
   def record(_, nxt, __):
     return {"done": nxt.done, "fell": nxt.metrics["fell"], "nan": nxt.metrics["nan"],

@@ -78,13 +78,15 @@ def _prepared(out: pathlib.Path, config: TrainConfig) -> bool:
 def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
           progress: bool = True,
           log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-          on_ready: Callable[[TrainConfig], None] = lambda config: None) -> dict:
+          on_ready: Callable[[TrainConfig], None] = lambda config: None,
+          on_iteration: Callable[[dict], None] = lambda row: None) -> dict:
   """Trains (or continues) the run in `out` to `config.total_steps`; returns a summary.
 
   SIGTERM or SIGUSR1 (Slurm's warning before a time limit or preemption) and
   `config.time_limit_s` stop the run at the next iteration boundary with a checkpoint (every
   process of a multi-process run at the same one); `--resume` continues it. `on_ready(config)`
-  runs once the config and the run folder have passed every check, before anything is written.
+  runs once the config and the run folder have passed every check, before anything is written;
+  `on_iteration(row)` after every iteration with its metrics line (a live plot in a notebook).
   """
   from mjxgap import __version__
 
@@ -172,6 +174,8 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
         rows.append(row)
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
+        if primary:
+          on_iteration(row)
         for k, v in row.items():
           if writer and isinstance(v, (int, float)) and k not in ("iteration", "env_steps"):
             writer.add_scalar(k, v, row["env_steps"])

@@ -1,4 +1,7 @@
-"""`mjxgap actuator synth` and `mjxgap actuator fit`: from motor logs to a model folder."""
+"""From motor logs to an actuator model, in Python and behind `mjxgap actuator synth|fit`:
+`synthesize_motor_log` (a robot on a test stand with a non-ideal reference motor),
+`fit_actuator` (networks fitted to the logs, written as a model folder) and `replay_actuator`
+(a stretch of the log replayed through an actuator model)."""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ import time
 from mjxgap.errors import UserError
 
 
-def _numbers(text: str | None, what: str, cast=float) -> tuple | None:
+def _numbers(text, what: str, cast=float) -> tuple | None:
+  """Comma-separated text (or a sequence) as a tuple of non-negative numbers."""
   if text is None:
     return None
   try:
-    values = tuple(cast(v) for v in text.split(",") if v.strip())
+    parts = text.split(",") if isinstance(text, str) else text
+    values = tuple(cast(v) for v in parts if str(v).strip())
   except ValueError:
     raise UserError(f"{what} must be comma-separated numbers, got {text!r}") from None
   if not values or any(v < 0 for v in values) or (cast is int and min(values) < 1):
@@ -23,8 +28,8 @@ def _numbers(text: str | None, what: str, cast=float) -> tuple | None:
   return values
 
 
-def synth(robot: str, out: str, seconds: float, rate_hz: float, delay_ms: float,
-          seed: int) -> dict:
+def synthesize_motor_log(robot: str, out: str, seconds: float = 60.0, rate_hz: float = 500.0,
+                         delay_ms: float = 3.0, seed: int = 0) -> dict:
   """Writes synthetic logs of `robot` on the test stand; returns what was written."""
   from mjxgap.sim.actuators import logs as motor_logs
   from mjxgap.sim.actuators.reference import ReferenceMotor, SynthConfig, synthesize
@@ -47,10 +52,12 @@ def synth(robot: str, out: str, seconds: float, rate_hz: float, delay_ms: float,
           "reference_motor": dataclasses.asdict(config.motor)}
 
 
-def fit(logs: str, robot: str, out: str, lags_ms: str | None, hidden: str | None,
-        max_epochs: int | None, rate_tolerance: float, seed: int) -> dict:
+def fit_actuator(logs: str, robot: str, out: str, lags_ms=None, hidden=None,
+                 max_epochs: int | None = None, rate_tolerance: float = 0.1, seed: int = 0
+                 ) -> dict:
   """Fits the networks and writes `OUT/actuator_net.{json,npz}`, `OUT/report.json` and
-  `OUT/fit.png` into a temporary folder renamed at the end: a failure leaves nothing."""
+  `OUT/fit.png` into a temporary folder renamed at the end: a failure leaves nothing.
+  `lags_ms` and `hidden`: sequences or comma-separated text (default: `FitConfig`'s)."""
   from mjxgap import __version__
   from mjxgap.sim.actuators import logs as motor_logs
   from mjxgap.sim.actuators.fit import FitConfig, fit as fit_net, plot
@@ -83,3 +90,18 @@ def fit(logs: str, robot: str, out: str, lags_ms: str | None, hidden: str | None
           "net": {k: report["net"][k] for k in ("rmse", "r2")},
           "pd": {k: report["pd"][k] for k in ("rmse", "r2")},
           "rmse_ratio_net_to_pd": report["rmse_ratio_net_to_pd"]}
+
+
+def replay_actuator(logs: str, robot: str, actuator: str, start_s: float = 0.0,
+                    seconds: float = 2.0, rate_tolerance: float = 0.1) -> dict:
+  """The logged joint targets from `start_s` for `seconds` sent through `actuator` (`pd`,
+  `dcmotor`, `net:DIR`) on the robot with its base fixed: simulated and logged joint positions
+  [steps, nu] (rad), their times (s) and the tracking RMSE (rad)."""
+  from mjxgap.robot import load_robot
+  from mjxgap.sim.actuators import logs as motor_logs
+  from mjxgap.sim.actuators.replay import replay, tracking_rmse
+
+  rb = load_robot(robot)
+  result = replay(rb, actuator, motor_logs.load(logs, rb.joint_names, rate_tolerance, rb.name),
+                  start_s, seconds)
+  return {**result, "joint_names": list(rb.joint_names), "rmse_rad": tracking_rmse(result)}

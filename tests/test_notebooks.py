@@ -1,0 +1,90 @@
+"""The notebooks (`notebooks/*.ipynb`) are stored without outputs and run end to end here, in a
+Jupyter kernel, with their small settings (`MJXGAP_NOTEBOOK_SMOKE=1`), each within its budget.
+
+Cells tagged `render` need offscreen OpenGL (MUJOCO_GL=egl or osmesa): where neither renders, the
+notebook runs without them and its test reports a skip (what ran still has to pass)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+# s per notebook with MJXGAP_NOTEBOOK_SMOKE=1 on 2 CPU cores (measured: README, Notebooks)
+BUDGET_S = {"01_quickstart": 240, "02_randomization": 180, "03_adr": 300, "04_actuator": 180,
+            "05_deploy": 240, "06_gap": 180}
+names = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+
+
+def test_every_notebook_has_a_budget():
+  assert names == sorted(BUDGET_S)
+
+
+@pytest.mark.parametrize("name", names)
+def test_stored_without_outputs(name):
+  import nbformat
+
+  nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+  nbformat.validate(nb)
+  for cell in nb.cells:
+    if cell.cell_type == "code":
+      assert cell.outputs == [] and cell.execution_count is None, (
+          f"{name}: a cell is stored with its outputs; clear them before committing")
+
+
+def _gl_backend():
+  """The offscreen backend a kernel would choose (`mjxgap.offscreen_gl`), without importing
+  MuJoCo here."""
+  code = "import mjxgap; print(mjxgap.offscreen_gl())"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  backend = out.stdout.strip().splitlines()[-1]
+  return None if backend == "None" else backend
+
+
+@pytest.fixture(scope="module")
+def gl_backend():
+  return _gl_backend()
+
+
+@pytest.mark.parametrize("name", names)
+def test_notebook_runs(name, gl_backend, tmp_path):
+  import nbformat
+  from nbclient import NotebookClient
+
+  nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+  renders = [c for c in nb.cells if "render" in c.metadata.get("tags", [])]
+  if gl_backend is None:
+    nb.cells = [c for c in nb.cells if c not in renders]
+  env = {"MJXGAP_NOTEBOOK_SMOKE": "1", **({"MUJOCO_GL": gl_backend} if gl_backend else {})}
+  saved = {k: os.environ.get(k) for k in env}
+  os.environ.update(env)  # the kernel inherits this process's environment
+  try:
+    client = NotebookClient(nb, timeout=BUDGET_S[name], kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    t0 = time.perf_counter()
+    client.execute()
+    wall_s = time.perf_counter() - t0
+  finally:
+    for k, v in saved.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+  if os.environ.get("MJXGAP_NOTEBOOK_OUT"):  # keep the executed notebook, to look at
+    nbformat.write(nb, pathlib.Path(os.environ["MJXGAP_NOTEBOOK_OUT"]) / f"{name}.ipynb")
+  errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+            if o.output_type == "error"]
+  assert not errors
+  assert wall_s < BUDGET_S[name], f"{name}: {wall_s:.0f} s, budget {BUDGET_S[name]} s"
+  if renders:
+    if gl_backend is None:
+      pytest.skip(f"{name}: {len(renders)} rendering cell(s) not run: no offscreen OpenGL "
+                  "(neither MUJOCO_GL=egl nor osmesa renders here)")
+    # each rendering cell showed a picture
+    for c in renders:
+      assert any("image/png" in o.get("data", {}) or "image/gif" in o.get("data", {})
+                 or "data:image/gif;base64" in o.get("data", {}).get("text/html", "")
+                 for o in c.outputs), f"{name}: a rendering cell showed no picture"

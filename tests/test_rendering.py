@@ -1,0 +1,74 @@
+"""`mjxgap.render` / `mjxgap.Video` (frames of poses; GIF and MP4 files decoded back by
+independent readers: Pillow and ffmpeg) and the input checks of `mjxgap.rollout`."""
+
+import numpy as np
+import pytest
+
+import mjxgap
+from mjxgap.errors import UserError
+
+
+@pytest.fixture(scope="module")
+def gl():
+  from mjxgap import rendering
+
+  reason = rendering.unavailable()
+  if reason:
+    pytest.skip(f"no offscreen OpenGL here: {reason}")
+
+
+def _poses(robot, n):
+  """n poses: the default one with the left knee bent further in each."""
+  knee = robot.qpos_adr[robot.joint_names.index("left_knee")]
+  qpos = np.tile(robot.default_qpos, (n, 1))
+  qpos[:, knee] += np.linspace(0.0, 1.0, n)
+  return qpos
+
+
+def test_render_gif_and_mp4(builtin_robot, gl, tmp_path):
+  import imageio_ffmpeg
+  from PIL import Image, ImageSequence
+
+  clip = mjxgap.render(builtin_robot, _poses(builtin_robot, 5), fps=25)
+  assert clip.frames.shape == (5, 240, 320, 3) and clip.frames.dtype == np.uint8
+  assert clip.frames[0].std() > 10  # a scene, not one colour
+  assert np.abs(clip.frames[-1].astype(int) - clip.frames[0]).max() > 50  # the knee moved
+  assert repr(clip) == "Video(5 frames, 320x240, 25 fps)"
+  assert clip._repr_html_().startswith('<img src="data:image/gif;base64,')
+
+  clip.save(tmp_path / "c.gif")
+  with Image.open(tmp_path / "c.gif") as im:
+    assert im.n_frames == 5 and im.size == (320, 240) and im.info["duration"] == 40
+    gif = [np.asarray(f.convert("RGB"), int) for f in ImageSequence.Iterator(im)]
+  assert max(np.abs(g - f).mean() for g, f in zip(gif, clip.frames)) < 3  # 256 colours
+
+  clip.save(tmp_path / "c.mp4")
+  reader = imageio_ffmpeg.read_frames(str(tmp_path / "c.mp4"))
+  meta = next(reader)
+  assert tuple(meta["size"]) == (320, 240) and meta["fps"] == 25
+  decoded = [np.frombuffer(f, np.uint8).reshape(240, 320, 3).astype(int) for f in reader]
+  assert len(decoded) == 5
+  assert max(np.abs(d - f).mean() for d, f in zip(decoded, clip.frames)) < 6  # H.264, lossy
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["c.gif", "c.mp4"]  # no temporaries
+
+
+def test_render_and_save_refuse_bad_input(builtin_robot, tmp_path):
+  with pytest.raises(UserError, match=r"qpos must be \[T, 19\]"):
+    mjxgap.render(builtin_robot, np.zeros((3, 7)))
+  video = mjxgap.Video(np.zeros((2, 16, 16, 3), np.uint8), 25.0)
+  with pytest.raises(UserError, match="expected a .gif or .mp4"):
+    video.save(tmp_path / "c.avi")
+  with pytest.raises(UserError, match="no folder"):
+    video.save(tmp_path / "missing" / "c.gif")
+  assert not any(tmp_path.iterdir())
+
+
+def test_offscreen_gl_keeps_the_users_choice(monkeypatch):
+  monkeypatch.setenv("MUJOCO_GL", "osmesa")
+  assert mjxgap.offscreen_gl() == "osmesa"
+
+
+def test_rollout_refuses_a_wrong_action_table(builtin_robot):
+  env = mjxgap.make_env("stand", builtin_robot)
+  with pytest.raises(UserError, match=r"actions must be \[5, 12\] or \[5, 2, 12\]"):
+    mjxgap.rollout(env, steps=5, num_envs=2, actions=np.zeros((4, 12)))
