@@ -124,10 +124,17 @@ def export(out: pathlib.Path, name: str) -> pathlib.Path:
   return policy
 
 
-def markdown_table(out: pathlib.Path, names: list[str]) -> str:
+def kept_report(name: str, part: str = "") -> pathlib.Path:
+  """The committed copy of a row's gap report (`keep`): `part` is "", "harsh_parts" or
+  "sweep_<field>". The table and the plot read these, so one row re-measured on a fresh
+  machine joins the committed others."""
+  return RESULTS / "gap_ablation" / f"{name}_{part + '_' if part else ''}gap.json"
+
+
+def markdown_table(names: list[str]) -> str:
   """Rows: trainings; columns: sim survival, then each profile's survival and retained
   survival (95% intervals); then each sweep's break points."""
-  reports = {n: json.loads((out / n / "gap" / "gap.json").read_text()) for n in names}
+  reports = {n: json.loads(kept_report(n).read_text()) for n in names}
   head = ["training", "sim survival"] + [f"{p}: survival / retained" for p in PROFILES]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for n, r in reports.items():
@@ -138,7 +145,7 @@ def markdown_table(out: pathlib.Path, names: list[str]) -> str:
   parts = ["harsh", *HARSH_PARTS]
   lines += ["", "| training | " + " | ".join(parts) + " |", "|" + "---|" * (len(parts) + 1)]
   for n in names:
-    path = out / n / "harsh_parts" / "gap.json"
+    path = kept_report(n, "harsh_parts")
     if path.is_file():
       rows = json.loads(path.read_text())["profiles"]
       lines.append(f"| {n} | " + " | ".join(interval_text(rows[p]["metrics"]["survival"]) if p in rows
@@ -149,7 +156,7 @@ def markdown_table(out: pathlib.Path, names: list[str]) -> str:
   for n in names:
     cells = []
     for f in fields:
-      path = out / n / f"sweep_{f}" / "gap.json"
+      path = kept_report(n, f"sweep_{f}")
       if not path.is_file():
         cells.append("n/a")
         continue
@@ -161,7 +168,7 @@ def markdown_table(out: pathlib.Path, names: list[str]) -> str:
   return "\n".join(lines) + "\n"
 
 
-def plot_sweeps(out: pathlib.Path, names: list[str], path: pathlib.Path) -> None:
+def plot_sweeps(names: list[str], path: pathlib.Path) -> None:
   """One panel per swept field: survival in `typical` against the value, one line per
   training, with the 95% intervals."""
   import matplotlib
@@ -173,7 +180,7 @@ def plot_sweeps(out: pathlib.Path, names: list[str], path: pathlib.Path) -> None
   fig, axes = plt.subplots(1, len(fields), figsize=(4.2 * len(fields), 3.4))
   for ax, field in zip(axes, fields):
     for n in names:
-      f = out / n / f"sweep_{field}" / "gap.json"
+      f = kept_report(n, f"sweep_{field}")
       if not f.is_file():
         continue
       sweep = json.loads(f.read_text())["sweeps"][0]
@@ -276,9 +283,9 @@ def main() -> None:
     summary = {**provenance(), "total_steps": args.total_steps, "seed": args.seed,
                "trainings": rows, "wall_s": round(time.time() - t0, 1)}
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-    table = markdown_table(out, [n for n in ROWS if (out / n / "gap" / "gap.json").is_file()])
+    table = markdown_table([n for n in ROWS if kept_report(n).is_file()])
     (RESULTS / "gap_ablation" / "table.md").write_text(table)
-    plot_sweeps(out, list(ROWS), RESULTS / "gap_ablation" / "sweeps.png")
+    plot_sweeps(list(ROWS), RESULTS / "gap_ablation" / "sweeps.png")
     print(table, file=sys.stderr)
   print(json.dumps({"out": str(out), "phase": args.phase, "wall_s": round(time.time() - t0, 1)}))
 
