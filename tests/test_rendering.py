@@ -72,3 +72,23 @@ def test_rollout_refuses_a_wrong_action_table(builtin_robot):
   env = mjxgap.make_env("stand", builtin_robot)
   with pytest.raises(UserError, match=r"actions must be \[5, 12\] or \[5, 2, 12\]"):
     mjxgap.rollout(env, steps=5, num_envs=2, actions=np.zeros((4, 12)))
+
+
+def test_play_video_chooses_a_backend_itself(gl, tmp_path):
+  """`mjxgap play --video` with MUJOCO_GL unset picks egl or osmesa (MuJoCo alone would try
+  GLFW and fail without a display): 0.2 s of the committed walking policy, 6 frames of MP4."""
+  import os
+  import pathlib
+  import subprocess
+  import sys
+
+  import imageio_ffmpeg
+
+  policy = pathlib.Path(__file__).resolve().parents[1] / "experiments/results/policies/walk_builtin"
+  env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}
+  proc = subprocess.run([sys.executable, "-m", "mjxgap", "play", str(policy), "--seconds", "0.2",
+                         "--video", str(tmp_path / "p.mp4")], env=env, capture_output=True,
+                        text=True)
+  assert proc.returncode == 0, proc.stderr
+  reader = imageio_ffmpeg.read_frames(str(tmp_path / "p.mp4"))
+  assert tuple(next(reader)["size"]) == (640, 480) and len(list(reader)) == 6

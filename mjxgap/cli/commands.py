@@ -202,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--command", dest="velocity_command", type=_velocity_command, default="0,0,0",
                  help="forward m/s, lateral m/s, yaw rad/s (default 0,0,0)")
   p.add_argument("--video", default=None,
-                 help="also write a .gif or .mp4 of the run (needs MUJOCO_GL=egl or osmesa)")
+                 help="also write a .gif or .mp4 of the run (offscreen OpenGL: MUJOCO_GL=egl or osmesa, "
+                      "the first that works when unset)")
   p.add_argument("--out", help="also write the JSON result to this file")
 
   p = sub.add_parser("gap", help="the sim-to-real gap: an exported policy in held-out reality "
@@ -434,6 +435,10 @@ def run(argv: list[str] | None = None) -> int:
 def main(argv: list[str] | None = None) -> None:
   logging.basicConfig(level=logging.WARNING, format="mjxgap: %(message)s", stream=sys.stderr)
   try:
+    if "--video" in (sys.argv[1:] if argv is None else argv):
+      from mjxgap.rendering import offscreen_gl
+
+      offscreen_gl()  # egl or osmesa when MUJOCO_GL is unset: MuJoCo reads it once, at import
     try:
       import mujoco  # noqa: F401  (fails at import on a bad environment, e.g. MUJOCO_GL=bogus)
     except (RuntimeError, OSError) as e:
