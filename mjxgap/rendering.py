@@ -6,8 +6,8 @@ shown inline in Jupyter or Colab, saved as GIF or MP4.
     clip.save("walk.gif"); clip.save("walk.mp4")
 
 Offscreen OpenGL: MUJOCO_GL=egl (GPU nodes) or MUJOCO_GL=osmesa (CPU, `apt-get install
-libosmesa6`), chosen by `offscreen_gl()`; without either, one line that says so (`UserError`). MP4 needs imageio-ffmpeg
-(`pip install "mjxgap[notebooks]"`).
+libosmesa6`), chosen by `offscreen_gl()`; without either, one line that says so (`UserError`).
+MP4 needs imageio-ffmpeg (`pip install "mjxgap[notebooks]"`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,16 @@ _PROBE = ("import mujoco; r = mujoco.Renderer(mujoco.MjModel.from_xml_string('<m
           "16); r.render(); r.close()")
 
 
+def renders(backend: str, env: dict | None = None) -> bool:
+  """Whether MuJoCo renders offscreen with MUJOCO_GL=`backend`, tried in a fresh Python (MuJoCo
+  reads the variable once, at import) with `env` (default: this process's, without
+  PYOPENGL_PLATFORM, which MuJoCo sets from MUJOCO_GL itself)."""
+  if env is None:
+    env = {k: v for k, v in os.environ.items() if k != "PYOPENGL_PLATFORM"}
+  return subprocess.run([sys.executable, "-c", _PROBE], env={**env, "MUJOCO_GL": backend},
+                        capture_output=True).returncode == 0
+
+
 def offscreen_gl() -> str | None:
   """Chooses MuJoCo's OpenGL backend for rendering without a display: MUJOCO_GL if set, else
   the first of egl and osmesa that renders here (probed in a subprocess), which it sets in
@@ -43,13 +53,10 @@ def offscreen_gl() -> str | None:
     return os.environ["MUJOCO_GL"]
   if "mujoco" in sys.modules:
     return None  # too late to choose
-  for backend in BACKENDS:
-    env = {k: v for k, v in os.environ.items() if k != "PYOPENGL_PLATFORM"}
-    if subprocess.run([sys.executable, "-c", _PROBE], env={**env, "MUJOCO_GL": backend},
-                      capture_output=True).returncode == 0:
-      os.environ["MUJOCO_GL"] = backend
-      return backend
-  return None
+  backend = next((b for b in BACKENDS if renders(b)), None)
+  if backend:
+    os.environ["MUJOCO_GL"] = backend
+  return backend
 
 
 def renderer(model, width: int = 320, height: int = 240):
@@ -152,7 +159,8 @@ class Video:
     return len(self.frames)
 
   def __repr__(self) -> str:
-    return f"Video({len(self)} frames, {self.frames.shape[2]}x{self.frames.shape[1]}, {self.fps:g} fps)"
+    height, width = self.frames.shape[1:3]
+    return f"Video({len(self)} frames, {width}x{height}, {self.fps:g} fps)"
 
 
 def render(robot, qpos, fps: float = 25.0, width: int = 320, height: int = 240,

@@ -346,10 +346,9 @@ def test_play_runs_the_export_in_native_mujoco(exported, tmp_path, capsys):
 
 def _renders(backend: str) -> bool:
   """Whether MuJoCo renders offscreen with MUJOCO_GL=backend (read at import: a subprocess)."""
-  probe = ("import mujoco; r = mujoco.Renderer(mujoco.MjModel.from_xml_string('<mujoco/>'), 16, "
-           "16); r.render(); r.close()")
-  return subprocess.run([sys.executable, "-c", probe], env=_gl_env(backend),
-                        capture_output=True).returncode == 0
+  from mjxgap.rendering import renders
+
+  return renders(backend, _gl_env(backend))
 
 
 def _gl_env(backend: str) -> dict:

@@ -6,8 +6,6 @@ notebook runs without them and its test reports a skip (what ran still has to pa
 
 import os
 import pathlib
-import subprocess
-import sys
 import time
 
 import pytest
@@ -35,18 +33,12 @@ def test_stored_without_outputs(name):
           f"{name}: a cell is stored with its outputs; clear them before committing")
 
 
-def _gl_backend():
-  """The offscreen backend a kernel would choose (`mjxgap.offscreen_gl`), without importing
-  MuJoCo here."""
-  code = "import mjxgap; print(mjxgap.offscreen_gl())"
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-  backend = out.stdout.strip().splitlines()[-1]
-  return None if backend == "None" else backend
-
-
 @pytest.fixture(scope="module")
 def gl_backend():
-  return _gl_backend()
+  """The offscreen backend conftest chose before MuJoCo was imported (egl, osmesa), or None."""
+  from mjxgap.rendering import offscreen_gl
+
+  return offscreen_gl()
 
 
 @pytest.mark.parametrize("name", names)

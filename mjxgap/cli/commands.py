@@ -202,8 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--command", dest="velocity_command", type=_velocity_command, default="0,0,0",
                  help="forward m/s, lateral m/s, yaw rad/s (default 0,0,0)")
   p.add_argument("--video", default=None,
-                 help="also write a .gif or .mp4 of the run (offscreen OpenGL: MUJOCO_GL=egl or osmesa, "
-                      "the first that works when unset)")
+                 help="also write a .gif or .mp4 of the run (offscreen OpenGL: MUJOCO_GL=egl "
+                      "or osmesa, the first that works when unset)")
   p.add_argument("--out", help="also write the JSON result to this file")
 
   p = sub.add_parser("gap", help="the sim-to-real gap: an exported policy in held-out reality "
@@ -422,13 +422,13 @@ def run(argv: list[str] | None = None) -> int:
   elif args.command == "actuator" and args.actuator_command == "synth":
     from mjxgap.sim.actuators.workflow import synthesize_motor_log
 
-    _emit(synthesize_motor_log(args.robot, args.out, args.seconds, args.rate_hz, args.delay_ms, args.seed),
-          None)
+    _emit(synthesize_motor_log(args.robot, args.out, args.seconds, args.rate_hz, args.delay_ms,
+                               args.seed), None)
   elif args.command == "actuator" and args.actuator_command == "fit":
     from mjxgap.sim.actuators.workflow import fit_actuator
 
-    _emit(fit_actuator(args.logs, args.robot, args.out, args.lags_ms, args.hidden, args.max_epochs,
-              args.rate_tolerance, args.seed), None)
+    _emit(fit_actuator(args.logs, args.robot, args.out, args.lags_ms, args.hidden,
+                       args.max_epochs, args.rate_tolerance, args.seed), None)
   return 0
 
 
