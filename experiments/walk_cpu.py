@@ -30,43 +30,45 @@ PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0", "t
          "forward_turn": "0.8,0,0.5"}
 
 
-SAVED_RUN = RESULTS / "walk_cpu" / "run_latest.tar.gz"
+MAIN = "walk_cpu"  # the run behind the committed policy; other --name values are attempts
 
 
-def _save_run(run: pathlib.Path) -> None:
+def _save_run(run: pathlib.Path, saved: pathlib.Path) -> None:
   """config.json, metrics.jsonl and the latest checkpoint of `run`, packed for a commit."""
   latest = max(int(c.name) for c in (run / "checkpoints").iterdir() if c.name.isdigit())
-  tmp = SAVED_RUN.with_suffix(".tmp")
+  tmp = saved.with_suffix(".tmp")
+  saved.parent.mkdir(parents=True, exist_ok=True)
   with tarfile.open(tmp, "w:gz") as tar:
     for f in ("config.json", "metrics.jsonl", f"checkpoints/{latest}"):
       tar.add(run / f, arcname=f"run/{f}")
-  tmp.replace(SAVED_RUN)
+  tmp.replace(saved)
 
 
-def _restore_run(run: pathlib.Path) -> None:
-  if not run.exists() and SAVED_RUN.is_file():
-    print(f"unpacking {SAVED_RUN} into {run.parent}", flush=True)
-    with tarfile.open(SAVED_RUN) as tar:
+def _restore_run(run: pathlib.Path, saved: pathlib.Path) -> None:
+  if not run.exists() and saved.is_file():
+    print(f"unpacking {saved} into {run.parent}", flush=True)
+    with tarfile.open(saved) as tar:
       tar.extractall(run.parent, filter="data")
 
 
 def _train(run: pathlib.Path, args) -> dict | None:
-  _restore_run(run)
+  _restore_run(run, RESULTS / args.name / "run_latest.tar.gz")
   flags = ["--no-progress", "--out", str(run), "--set", f"total_steps={args.total_steps}"]
   if (run / "checkpoints").is_dir():
     return mjxgap("train", "--resume", *flags)
   return mjxgap("train", "--preset", "cpu", "--robot", "builtin", "--task", "walk",
                 "--dr", "nominal_dr", "--seed", str(args.seed), *flags,
                 "--set", f"ppo.symmetry_cost={args.symmetry_cost}",
+                "--set", f"ppo.symmetry_augmentation={args.symmetry_augmentation}",
                 # Playground's humanoid values: the cpu preset's (stand's) 0.99 and 0.001 let the
                 # action std collapse to 0.16 by 3.8 M steps with tracking flat (BENCHMARKS.md)
                 "--set", "ppo.discount=0.97", "--set", "ppo.entropy_cost=0.005",
                 "--set", "checkpoint_every=200", "--set", "keep_checkpoints=1000")
 
 
-def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int) -> list[dict]:
+def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> list[dict]:
   """One deterministic evaluation per kept checkpoint (cached in OUT/curve.json)."""
-  path, kept = out / "curve.json", RESULTS / "walk_cpu" / "curve.json"
+  path, kept = out / "curve.json", RESULTS / name / "curve.json"
   points = {p["iteration"]: p for f in (kept, path) if f.exists()
             for p in json.loads(f.read_text())}
   per_iteration = json.loads((run / "config.json").read_text())
@@ -80,7 +82,7 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int) -> list[dict]:
                                          "fall_rate", "episode_length_fraction")}}
     path.write_text(json.dumps(sorted(points.values(), key=lambda p: p["iteration"]),
                                indent=1) + "\n")
-    keep(path, "walk_cpu/curve.json")
+    keep(path, f"{name}/curve.json")
   return sorted(points.values(), key=lambda p: p["iteration"])
 
 
@@ -132,14 +134,17 @@ def _smoothed(rows: list[dict], key: str, window: float = 0.4e6):
 
 def _plot_attempts(rows: list[dict], path: pathlib.Path) -> None:
   """Training-episode tracking error and fall rate of this run beside the earlier attempts
-  kept in results/walk_cpu/attempt_*_metrics.jsonl.gz (per 0.4 M env steps)."""
+  kept in results/walk_cpu/attempt_*_metrics.jsonl.gz and the main run (per 0.4 M env
+  steps)."""
   import matplotlib
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
   runs = {"this run": rows}
-  for f in sorted((RESULTS / "walk_cpu").glob("attempt_*_metrics.jsonl.gz")):
+  if path.parent.name != MAIN and (RESULTS / MAIN / "metrics.jsonl.gz").is_file():
+    runs["main run"] = read_metrics(RESULTS / MAIN / "metrics.jsonl.gz")
+  for f in sorted((RESULTS / MAIN).glob("attempt_*_metrics.jsonl.gz")):
     runs[f.name[len("attempt_"):-len("_metrics.jsonl.gz")]] = read_metrics(f)
   fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
   for name, r in runs.items():
@@ -175,6 +180,11 @@ def main() -> None:
   p.add_argument("--out", default="runs/walk_cpu")
   p.add_argument("--total-steps", type=int, default=25_000_000)
   p.add_argument("--symmetry-cost", type=float, default=0.5)
+  p.add_argument("--symmetry-augmentation", action="store_true",
+                 help="add each transition's mirror image to the policy loss")
+  p.add_argument("--name", default=MAIN,
+                 help=f"results/<name>/ for this run's artefacts; {MAIN} (the default) is the run "
+                      "behind the committed policy, another name an attempt")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--curve-episodes", type=int, default=64)
   p.add_argument("--episodes", type=int, default=256)
@@ -187,13 +197,13 @@ def main() -> None:
   out.mkdir(parents=True, exist_ok=True)
   t0 = time.time()
   if args.save_run:
-    _save_run(run)
+    _save_run(run, RESULTS / args.name / "run_latest.tar.gz")
     return
   if args.phase in ("train", "all"):
     _train(run, args)
   if args.phase == "train":
     return
-  curve = _curve(run, out, args.curve_episodes)
+  curve = _curve(run, out, args.curve_episodes, args.name)
   rows = read_metrics(run / "metrics.jsonl")
   finals = out / "final_eval.json"  # cached for the latest checkpoint
   cached = json.loads(finals.read_text()) if finals.is_file() else {}
@@ -206,7 +216,8 @@ def main() -> None:
     finals.write_text(json.dumps(cached, indent=1) + "\n")
   final, final_no_dr = cached["final"], cached["no_dr"]
   first = next((q for q in curve if _reached(q)), None)
-  policy_dir = RESULTS / "policies" / "walk_builtin"
+  policy_dir = (RESULTS / "policies" / "walk_builtin" if args.name == MAIN
+                else RESULTS / args.name / "policy")
   shutil.rmtree(policy_dir, ignore_errors=True)
   mjxgap("export", str(run), "--out", str(policy_dir))
   plays = {}
@@ -233,13 +244,12 @@ def main() -> None:
   }
   (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
   _plot(curve, rows, out / "curve.png")
-  _plot_attempts(rows, out / "attempts.png")
-  keep(out / "summary.json", "walk_cpu/summary.json")
-  keep(out / "curve.png", "walk_cpu/curve.png")
-  keep(out / "attempts.png", "walk_cpu/attempts.png")
-  keep(run / "metrics.jsonl", "walk_cpu/metrics.jsonl.gz")
+  for f in ("summary.json", "curve.png"):
+    keep(out / f, f"{args.name}/{f}")
+  keep(run / "metrics.jsonl", f"{args.name}/metrics.jsonl.gz")
+  _plot_attempts(rows, RESULTS / args.name / "attempts.png")
   if gif.exists():
-    _small_gif(gif, RESULTS / "walk_cpu" / "walk_builtin.gif")
+    _small_gif(gif, RESULTS / args.name / "walk_builtin.gif")
   print(json.dumps({k: summary[k] for k in ("env_steps_trained", "first_reached_at_env_steps",
                                             "target_reached_by_final")}))
 

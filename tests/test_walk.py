@@ -167,6 +167,49 @@ def test_symmetry_loss_by_hand():
   assert float(with_sym - without) == pytest.approx(0.7 * expected, rel=1e-4)
 
 
+def test_symmetry_augmentation_by_hand():
+  """The mirrored transitions join the clipped surrogate with the original's advantage and
+  behaviour log-probability; the value loss and the entropy are the originals' (numpy)."""
+  rng = np.random.default_rng(1)
+  w = rng.normal(scale=0.3, size=(5, 4)).astype(np.float32)
+  obs = rng.normal(size=(16, 5)).astype(np.float32)
+  mirrored = rng.normal(size=(16, 5)).astype(np.float32)
+  action = rng.normal(size=(16, 4)).astype(np.float32)
+  log_std = np.array([-0.5, -0.2, -0.4, -0.3], np.float32)
+  old_logp = rng.normal(-3.0, 0.5, size=16).astype(np.float32)
+  adv = rng.normal(size=16).astype(np.float32)
+  mirror = symmetry.Mirror(np.array([2, 3, 0, 1]), np.array([1, -1, 1, -1], np.float32))
+  batch = losses.Batch(obs=obs, critic_obs=obs, action=action, log_prob=old_logp,
+                       value=np.zeros(16), advantage=adv, target=np.ones(16),
+                       mirrored_obs=mirrored)
+  params = {"actor": w, "critic": np.ones((5, 1), np.float32), "log_std": log_std}
+  linear = lambda p, x: x @ p
+  loss, info = losses.ppo_loss(params, linear, linear, batch, clip_epsilon=0.2,
+                               value_clip_epsilon=0.0, value_cost=0.5, entropy_cost=0.01,
+                               normalize_advantages=True, symmetry_augmentation=True,
+                               mirror_action=mirror)
+
+  def logp(mean, a):
+    return np.sum(-0.5 * ((a - mean) / np.exp(log_std)) ** 2 - log_std
+                  - 0.5 * np.log(2 * np.pi), axis=-1)
+
+  def surrogate(ratio, a):
+    return np.minimum(ratio * a, np.clip(ratio, 0.8, 1.2) * a)
+
+  a = (adv - adv.mean()) / (adv.std() + 1e-8)
+  mirrored_action = action[:, [2, 3, 0, 1]] * [1, -1, 1, -1]
+  original = surrogate(np.exp(logp(obs @ w, action) - old_logp), a)
+  mirror_image = surrogate(np.exp(logp(mirrored @ w, mirrored_action) - old_logp), a)
+  expected_policy = -np.mean(np.concatenate([original, mirror_image]))
+  assert abs(expected_policy + np.mean(original)) > 1e-3  # the mirror images weigh in
+  assert float(info["policy_loss"]) == pytest.approx(expected_policy, rel=1e-4, abs=1e-6)
+  value_loss = 0.5 * np.mean((obs.sum(axis=1) - 1.0) ** 2)
+  assert float(info["value_loss"]) == pytest.approx(value_loss, rel=1e-5)
+  entropy = np.sum(log_std + 0.5 * np.log(2 * np.pi * np.e))
+  assert float(loss) == pytest.approx(expected_policy + 0.5 * value_loss - 0.01 * entropy,
+                                      rel=1e-4)
+
+
 @needs_shared
 def test_joint_mirrors_of_the_shared_robots():
   berkeley = load_robot(str(BERKELEY))

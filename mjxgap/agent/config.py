@@ -23,6 +23,8 @@ class PPOConfig:
   value_cost: float = 0.5
   entropy_cost: float = 0.005
   symmetry_cost: float = 0.0  # weight of the left/right mirror symmetry loss (0: off)
+  # add each transition's left/right mirror image to the policy loss (twice the samples)
+  symmetry_augmentation: bool = False
   learning_rate: float = 3e-4
   lr_schedule: str = "constant"  # constant | linear (to 0 at total_steps)
   max_grad_norm: float = 1.0
@@ -34,6 +36,11 @@ class PPOConfig:
   activation: str = "elu"  # elu | tanh | relu | swish
   init_noise_std: float = 0.5
   action_clip: float = 1.0  # actions sent to the env (and deployed) are clipped to +-this
+
+  @property
+  def uses_mirrors(self) -> bool:
+    """Whether the learner needs the env's left/right mirrors (symmetry loss or augmentation)."""
+    return self.symmetry_cost > 0 or self.symmetry_augmentation
 
   def validate(self) -> None:
     for name in ("num_envs", "unroll_length", "num_minibatches", "num_epochs"):

@@ -51,13 +51,19 @@ def _mean(x: jax.Array, axis_name: str | None) -> jax.Array:
 def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: float,
              value_clip_epsilon: float, value_cost: float, entropy_cost: float,
              normalize_advantages: bool, symmetry_cost: float = 0.0,
-             mirror_action: Callable | None = None, axis_name: str | None = None):
+             symmetry_augmentation: bool = False, mirror_action: Callable | None = None,
+             axis_name: str | None = None):
   """Clipped surrogate + value loss - entropy bonus (+ symmetry loss), averaged over the batch
   on every device.
 
   The symmetry loss is the mean squared difference between the action mean in the mirrored
   state and the mirror of the action mean (`mirror_action`): zero for a policy that acts the
   same on both sides.
+
+  Symmetry augmentation adds each transition's mirror image to the clipped surrogate: the
+  mirrored action in the mirrored state, with the same advantage, and as behaviour probability
+  the original action's (the mirror is a signed permutation: the mirrored sample is drawn with
+  exactly that density). Twice the policy samples per env step; the critic sees the originals.
 
   With `axis_name`, the advantage statistics are those of the whole batch across devices, so
   averaging the devices' gradients equals the gradient of one device holding all the data.
@@ -73,6 +79,14 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
   ratio = jnp.exp(logp - batch.log_prob)
   surrogate = jnp.minimum(ratio * adv,
                           jnp.clip(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * adv)
+  mirrored_mean = None
+  if symmetry_augmentation or symmetry_cost > 0:
+    mirrored_mean = apply_actor(params["actor"], batch.mirrored_obs)
+  if symmetry_augmentation:
+    ratio_m = jnp.exp(networks.log_prob(mirrored_mean, log_std, mirror_action(batch.action))
+                      - batch.log_prob)
+    surrogate = jnp.concatenate([surrogate, jnp.minimum(
+        ratio_m * adv, jnp.clip(ratio_m, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * adv)])
   policy_loss = -jnp.mean(surrogate)
 
   value = apply_critic(params["critic"], batch.critic_obs)[..., 0]
@@ -85,7 +99,6 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
   loss = policy_loss + value_cost * value_loss - entropy_cost * ent
   info = {}
   if symmetry_cost > 0:
-    mirrored_mean = apply_actor(params["actor"], batch.mirrored_obs)
     info["symmetry_loss"] = jnp.mean(jnp.square(mirrored_mean - mirror_action(mean)))
     loss = loss + symmetry_cost * info["symmetry_loss"]
   info |= {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": ent,

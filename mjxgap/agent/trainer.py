@@ -86,10 +86,12 @@ class Trainer:
     self.num_devices = len(devices)
     self.action_size = env.action_size
     self.curriculum = curriculum
-    if config.symmetry_cost > 0 and mirrors is None:
-      raise UserError("ppo.symmetry_cost > 0 needs the env's observation and action mirrors")
-    # (observation, action) mirrors: array -> array of the mirrored robot (symmetry loss)
-    self.mirrors = mirrors if config.symmetry_cost > 0 else None
+    if config.uses_mirrors and mirrors is None:
+      raise UserError("ppo.symmetry_cost > 0 and ppo.symmetry_augmentation need the env's "
+                      "observation and action mirrors")
+    # (observation, action) mirrors: array -> array of the mirrored robot (symmetry loss and
+    # augmentation)
+    self.mirrors = mirrors if config.uses_mirrors else None
     first = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
     self.obs_size = int(first.obs["state"].shape[-1])
     self.critic_obs_size = int(first.obs["privileged_state"].shape[-1])
@@ -228,6 +230,7 @@ class Trainer:
                        value_cost=cfg.value_cost, entropy_cost=cfg.entropy_cost,
                        normalize_advantages=cfg.normalize_advantages,
                        symmetry_cost=cfg.symmetry_cost,
+                       symmetry_augmentation=cfg.symmetry_augmentation,
                        mirror_action=self.mirrors[1] if self.mirrors else None)
 
     def minibatch_step(carry, mb):

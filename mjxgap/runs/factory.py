@@ -166,7 +166,7 @@ def make_trainer(config: TrainConfig, env: LocomotionEnv | None = None) -> Train
   from mjxgap.env.symmetry import actor_mirrors
 
   env = env if env is not None else env_for(config)
-  mirrors = actor_mirrors(env) if config.ppo.symmetry_cost > 0 else None
+  mirrors = actor_mirrors(env) if config.ppo.uses_mirrors else None
   return Trainer(env, config.ppo, config.total_steps, curriculum=make_curriculum(env),
                  mirrors=mirrors)
 
