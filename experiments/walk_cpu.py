@@ -33,6 +33,11 @@ PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0", "t
 MAIN = "walk_cpu"  # the run behind the committed policy; other --name values are attempts
 
 
+def _saved(name: str) -> pathlib.Path:
+  """Where run `name`'s packed checkpoint is committed."""
+  return RESULTS / name / "run_latest.tar.gz"
+
+
 def _save_run(run: pathlib.Path, saved: pathlib.Path) -> None:
   """config.json, metrics.jsonl and the latest checkpoint of `run`, packed for a commit."""
   latest = max(int(c.name) for c in (run / "checkpoints").iterdir() if c.name.isdigit())
@@ -52,7 +57,7 @@ def _restore_run(run: pathlib.Path, saved: pathlib.Path) -> None:
 
 
 def _train(run: pathlib.Path, args) -> dict | None:
-  _restore_run(run, RESULTS / args.name / "run_latest.tar.gz")
+  _restore_run(run, _saved(args.name))
   flags = ["--no-progress", "--out", str(run), "--set", f"total_steps={args.total_steps}"]
   if (run / "checkpoints").is_dir():
     return mjxgap("train", "--resume", *flags)
@@ -197,7 +202,7 @@ def main() -> None:
   out.mkdir(parents=True, exist_ok=True)
   t0 = time.time()
   if args.save_run:
-    _save_run(run, RESULTS / args.name / "run_latest.tar.gz")
+    _save_run(run, _saved(args.name))
     return
   if args.phase in ("train", "all"):
     _train(run, args)

@@ -77,16 +77,16 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
     adv = (adv - mu) / (jnp.sqrt(var) + 1e-8)
   logp = networks.log_prob(mean, log_std, batch.action)
   ratio = jnp.exp(logp - batch.log_prob)
-  surrogate = jnp.minimum(ratio * adv,
-                          jnp.clip(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * adv)
+  clipped = lambda r: jnp.minimum(r * adv,
+                                  jnp.clip(r, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * adv)
+  surrogate = clipped(ratio)
   mirrored_mean = None
   if symmetry_augmentation or symmetry_cost > 0:
     mirrored_mean = apply_actor(params["actor"], batch.mirrored_obs)
   if symmetry_augmentation:
     ratio_m = jnp.exp(networks.log_prob(mirrored_mean, log_std, mirror_action(batch.action))
                       - batch.log_prob)
-    surrogate = jnp.concatenate([surrogate, jnp.minimum(
-        ratio_m * adv, jnp.clip(ratio_m, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * adv)])
+    surrogate = jnp.concatenate([surrogate, clipped(ratio_m)])
   policy_loss = -jnp.mean(surrogate)
 
   value = apply_critic(params["critic"], batch.critic_obs)[..., 0]
