@@ -68,7 +68,8 @@ def _train(run: pathlib.Path, args) -> dict | None:
                 # Playground's humanoid values: the cpu preset's (stand's) 0.99 and 0.001 let the
                 # action std collapse to 0.16 by 3.8 M steps with tracking flat (BENCHMARKS.md)
                 "--set", "ppo.discount=0.97", "--set", "ppo.entropy_cost=0.005",
-                "--set", "checkpoint_every=200", "--set", "keep_checkpoints=1000")
+                "--set", "checkpoint_every=200", "--set", "keep_checkpoints=1000",
+                *(f for a in args.set for f in ("--set", a)))
 
 
 def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> list[dict]:
@@ -190,6 +191,9 @@ def main() -> None:
   p.add_argument("--name", default=MAIN,
                  help=f"results/<name>/ for this run's artefacts; {MAIN} (the default) is the run "
                       "behind the committed policy, another name an attempt")
+  p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                 help="a further `mjxgap train --set` for a new run, e.g. "
+                      "task.rewards.tracking_lin_vel=2 (a resumed run keeps its config)")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--curve-episodes", type=int, default=64)
   p.add_argument("--episodes", type=int, default=256)
@@ -234,6 +238,7 @@ def main() -> None:
   summary = {
       **provenance(),
       "target": {"lin_vel_error_mps": TARGET_ERROR_MPS, "fall_rate": TARGET_FALL_RATE},
+      "train_config": json.loads((run / "config.json").read_text()),
       "env_steps_trained": rows[-1]["env_steps"] if rows else 0,
       "first_reached_at_env_steps": first["env_steps"] if first else None,
       "final_eval": final,

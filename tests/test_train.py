@@ -153,6 +153,8 @@ def test_killed_save_resumes_from_previous_checkpoint(runs, tmp_path, capsys):
     (["--set", "task.episode_length_s=-1"], "episode_length_s"),
     (["--set", "ppo.num_envs=12", "--set", "ppo.num_minibatches=5"], "divisible"),
     (["--robot", "/nonexistent/robot.xml"], "/nonexistent/robot.xml"),
+    (["--set", "task.rewards.nope=1"], "unknown reward term 'nope'"),
+    (["--set", "task.rewards.feet_slip=abc"], "expected a number"),
 ])
 def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
   code, out, err = _cli(["train", "--out", str(tmp_path / "r"), *argv], capsys)
@@ -161,8 +163,23 @@ def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
   assert not (tmp_path / "r").exists()
 
 
+def test_reward_weight_override():
+  """`--set task.rewards.NAME=W` changes one weight, or adds a registered term, and nothing else."""
+  from mjxgap.runs.config import PRESETS, apply_overrides
+  from mjxgap.runs.factory import task_config
+  from mjxgap_envs.walk import WALK
+
+  config = apply_overrides(PRESETS["smoke"], ["task.rewards.tracking_lin_vel=2",
+                                              "task.rewards.alive=0.5",
+                                              "task.episode_length_s=10"])
+  task = task_config("walk", config.task_overrides, "builtin")
+  assert dict(task.rewards) == {**WALK.rewards, "tracking_lin_vel": 2.0, "alive": 0.5}
+  assert task.episode_length_s == 10.0 and dict(WALK.rewards)["tracking_lin_vel"] == 1.0
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--task", "walk"], "task was 'stand', now 'walk'"),
+    (["--set", "task.rewards.action_rate=-0.1"], "task_overrides"),
     (["--set", "ppo.actor_hidden=16,16"], "ppo.actor_hidden"),
     (["--num-envs", "16"], "ppo.num_envs"),
     (["--dr", "none"], "dr was 'nominal_dr'"),

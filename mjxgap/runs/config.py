@@ -121,6 +121,9 @@ def _parse(text: str, kind: Any, where: str) -> Any:
   return text
 
 
+REWARD_PREFIX = "rewards."  # a task override `rewards.NAME` sets one reward weight
+
+
 def _field_types(cls) -> dict[str, Any]:
   return typing.get_type_hints(cls)
 
@@ -142,6 +145,10 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
         raise UserError(f"{where}: PPOConfig has no field {rest!r}")
       config = dataclasses.replace(
           config, ppo=dataclasses.replace(config.ppo, **{rest: _parse(text, types_[rest], where)}))
+    elif head == "task" and rest.startswith(REWARD_PREFIX):
+      # one reward weight: `task.rewards.feet_slip=-0.5` (a new registered term may be added)
+      config = dataclasses.replace(config, task_overrides={
+          **config.task_overrides, rest: _parse(text, float, where)})
     elif head == "task" and rest:
       types_ = _field_types(TaskConfig)
       if rest not in types_ or rest in ("name", "rewards", "actor_obs", "critic_obs",
