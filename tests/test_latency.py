@@ -297,7 +297,7 @@ def test_observation_noise_statistics(builtin_robot, distribution):
     ({"params": [{"name": "m", "kind": "wind", "low": 0, "high": 1}]}, "unknown kind 'wind'"),
     ({"params": [{"name": "m", "kind": "kp", "low": 0.9, "high": 1.1, "targets": ["arm_*"]}]},
      "matches no actuator"),
-    ({"obs_noise": {"lidar": 0.1}}, "not an actor observation term"),
+    ({"obs_noise": {"lidar": 0.1}}, "not an observation term"),
     ({"joint_group_delay_ms": [["arm_*", 0, 4]]}, "matches no actuated joint"),
     ({"params": [{"name": "m", "kind": "kp", "low": "a", "high": 1}]}, "must be a number"),
     ({"base": "huge"}, "base must be a preset"),

@@ -75,6 +75,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   for t in range(1, steps + 1):
     quat = d.qpos[3:7].copy()
     readings = {"base_quat_wxyz": quat, "base_ang_vel": d.qvel[3:6].copy(),
+                "base_lin_vel": rotate_inverse(quat, d.qvel[0:3]),
                 "joint_pos": d.qpos[qadr].copy(), "joint_vel": d.qvel[vadr].copy(),
                 "command": command}
     targets = policy.joint_targets(policy.act(readings))

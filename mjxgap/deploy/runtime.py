@@ -31,6 +31,7 @@ def rotate_inverse(quat_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
 # term name -> how it is computed from the robot's readings (`readings` below)
 TERMS = {
     "gyro": lambda r, spec: r["base_ang_vel"],
+    "base_lin_vel": lambda r, spec: r["base_lin_vel"],
     "projected_gravity": lambda r, spec: rotate_inverse(r["base_quat_wxyz"], [0.0, 0.0, -1.0]),
     "joint_pos": lambda r, spec: r["joint_pos"] - np.asarray(spec["default_joint_pos_rad"]),
     "joint_vel": lambda r, spec: r["joint_vel"],
@@ -48,8 +49,10 @@ def _clock(phase_rad: float) -> np.ndarray:
 def observation(spec: dict, readings: dict) -> np.ndarray:
   """The actor observation [obs] float32 from `readings`: `base_quat_wxyz` (4, base to world),
   `base_ang_vel` (rad/s, base frame, 3), `joint_pos` and `joint_vel` (rad, rad/s, in
-  `joint_names` order), `last_action` (the previous policy output), `command` (3) and
-  `control_step` (control steps since the policy started: the gait clock's time)."""
+  `joint_names` order), `last_action` (the previous policy output), `command` (3),
+  `control_step` (control steps since the policy started: the gait clock's time) and, for a
+  policy that observes `base_lin_vel`, `base_lin_vel` (m/s, base frame, 3: a state
+  estimate)."""
   parts = []
   for term in spec["observation"]["terms"]:
     if term["name"] not in TERMS:

@@ -51,7 +51,8 @@ OBSERVATION_TERMS: dict[str, ObservationTerm] = {
     "gait_phase": _term(_clock, "1", "cos and sin of the gait clock's phase (first foot; "
                         "mjxgap.contract.gait_phase of the control step)", "half_cycle"),
     "base_lin_vel": _term(lambda q: q.base_lin_vel, "m/s",
-                          "base linear velocity in the base frame (privileged)", "polar"),
+                          "base linear velocity in the base frame (privileged; in an actor, a "
+                          "robot's state estimate)", "polar"),
     "base_height": _term(lambda q: q.base_height[None], "m",
                          "base height above the floor (privileged)", "same"),
     "feet_contact": _term(lambda q: q.feet_contact.astype(jnp.float32), "1",

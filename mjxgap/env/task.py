@@ -8,6 +8,7 @@ from typing import Mapping
 
 import numpy as np
 
+from mjxgap.deploy import runtime
 from mjxgap.env import observations as obs_lib
 from mjxgap.env import rewards as rew_lib
 from mjxgap.errors import UserError
@@ -77,6 +78,10 @@ class TaskConfig:
       if t not in obs_lib.OBSERVATION_TERMS:
         raise UserError(f"task {self.name}: unknown observation term {t!r}; known: "
                         f"{', '.join(obs_lib.OBSERVATION_TERMS)}")
+    for t in self.actor_obs:
+      if t not in runtime.TERMS:
+        raise UserError(f"task {self.name}: the actor cannot observe {t!r}: a robot's runtime "
+                        f"computes only {', '.join(runtime.TERMS)}")
     for r, w in self.rewards.items():
       if r not in rew_lib.REWARD_TERMS:
         raise UserError(f"task {self.name}: unknown reward term {r!r}; known: "

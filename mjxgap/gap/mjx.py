@@ -76,7 +76,8 @@ def profile_randomization(profile: Profile) -> tuple[DomainRandomization, dict, 
   noise = {"gyro": profile.sensing.gyro_noise_rad_s,
            "projected_gravity": profile.sensing.orientation_noise_rad,
            "joint_pos": profile.sensing.joint_pos_noise_rad,
-           "joint_vel": profile.sensing.joint_vel_noise_rad_s}
+           "joint_vel": profile.sensing.joint_vel_noise_rad_s,
+           "base_lin_vel": profile.sensing.base_lin_vel_noise_mps}
   dist = profile.disturbances
   dr = DomainRandomization(
       params=tuple(params), action_delay_ms=pair(profile.timing.action_delay_ms),

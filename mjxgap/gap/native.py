@@ -182,6 +182,7 @@ def episode(w: World, seed: int, seconds: float) -> dict:
   step = 0
   t_s, fell, diverged = 0.0, False, False
   tracking, yaw_err, torque_sq = [], [], []
+  reads_lin_vel = any(t["name"] == "base_lin_vel" for t in policy.spec["observation"]["terms"])
   while t_s < seconds - 1e-9:
     # sensors
     readings_q, readings_qd = np.empty(len(w.index)), np.empty(len(w.index))
@@ -198,6 +199,9 @@ def episode(w: World, seed: int, seconds: float) -> dict:
                                               sensing.orientation_noise_rad),
                 "base_ang_vel": gyro, "joint_pos": readings_q, "joint_vel": readings_qd,
                 "command": command}
+    if reads_lin_vel:  # the state estimator's velocity (drawn only for a policy that reads it)
+      readings["base_lin_vel"] = (rotate_inverse(d.qpos[3:7], d.qvel[0:3])
+                                  + rng.normal(0, sensing.base_lin_vel_noise_mps, 3))
     action = policy.act(readings)
     if rng.random() >= timing.drop_prob:
       jitter = rng.uniform(-timing.action_jitter_ms, timing.action_jitter_ms)

@@ -64,6 +64,7 @@ class Sensing:
   orientation_noise_rad: float = 0.0  # gaussian tilt error of the IMU's orientation estimate
   joint_pos_noise_rad: float = 0.0  # gaussian, per reading
   joint_vel_noise_rad_s: float = 0.0
+  base_lin_vel_noise_mps: float = 0.0  # gaussian, per axis, of the state estimator's velocity
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +91,8 @@ class Profile:
 SECTIONS = {"physics": Physics, "motor": Motor, "timing": Timing, "sensing": Sensing,
             "disturbances": Disturbances}
 _TYPICAL_NOISE = Sensing(gyro_noise_rad_s=0.1, orientation_noise_rad=0.02,
-                         joint_pos_noise_rad=0.005, joint_vel_noise_rad_s=0.5)
+                         joint_pos_noise_rad=0.005, joint_vel_noise_rad_s=0.5,
+                         base_lin_vel_noise_mps=0.05)
 
 PROFILES: dict[str, Profile] = {
     "sim2sim": Profile(
@@ -99,7 +101,8 @@ PROFILES: dict[str, Profile] = {
     "typical": Profile(
         "typical", "a robot within nominal_dr's ranges at 2 ms implicitfast physics, driven by "
         "the reference motor with gains off by up to 10%, 8-20 ms action delay with 2 ms jitter, "
-        "0-6 ms bus staleness on two buses, IMU and encoder noise, 0.1-1 m/s pushes every 5-15 s",
+        "0-6 ms bus staleness on two buses, IMU, encoder and velocity-estimate noise, 0.1-1 m/s "
+        "pushes every 5-15 s",
         physics=Physics(friction=(0.4, 1.0), link_mass_factor=(0.9, 1.1), payload_kg=(-1.0, 1.0),
                         com_offset_m=(-0.02, 0.02), armature_factor=(1.0, 1.05),
                         damping_factor=(0.5, 2.0), frictionloss_factor=(0.5, 2.0),
@@ -141,7 +144,8 @@ _LIMITS = {
     "period_jitter_ms": (0.0, 1000.0), "gyro_noise_rad_s": (0.0, 100.0),
     "gyro_bias_rad_s": (-10.0, 10.0), "gyro_bias_walk_rad_s_per_sqrt_s": (0.0, 10.0),
     "orientation_noise_rad": (0.0, 1.0), "joint_pos_noise_rad": (0.0, 1.0),
-    "joint_vel_noise_rad_s": (0.0, 100.0), "push_velocity_mps": (0.0, 20.0),
+    "joint_vel_noise_rad_s": (0.0, 100.0), "base_lin_vel_noise_mps": (0.0, 10.0),
+    "push_velocity_mps": (0.0, 20.0),
     "push_interval_s": (0.01, 1e6), "command_resample_s": (0.0, 1e6),
     "initial_joint_noise_rad": (0.0, 1.0),
     # the reference motor
@@ -153,7 +157,7 @@ _LIMITS = {
 _FIXED_ONLY = {"timestep_s", "action_jitter_ms", "bus_groups", "reorder_prob", "drop_prob",
                "period_jitter_ms", "gyro_noise_rad_s", "gyro_bias_walk_rad_s_per_sqrt_s",
                "orientation_noise_rad", "joint_pos_noise_rad", "joint_vel_noise_rad_s",
-               "command_resample_s", "initial_joint_noise_rad"} | {
+               "base_lin_vel_noise_mps", "command_resample_s", "initial_joint_noise_rad"} | {
                    f.name for f in dataclasses.fields(ReferenceMotor)}
 _INTEGERS = {"bus_groups", "encoder_bits"}
 

@@ -151,9 +151,9 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
           **config.task_overrides, rest: _parse(text, float, where)})
     elif head == "task" and rest:
       types_ = _field_types(TaskConfig)
-      if rest not in types_ or rest in ("name", "rewards", "actor_obs", "critic_obs",
-                                        "command_ranges"):
-        raise UserError(f"{where}: not a numeric TaskConfig field")
+      if rest not in types_ or rest in ("name", "rewards", "command_ranges"):
+        raise UserError(f"{where}: not a TaskConfig field that --set can change (numbers, "
+                        "flags, actor_obs/critic_obs as comma-separated terms, rewards.NAME)")
       config = dataclasses.replace(config, task_overrides={
           **config.task_overrides, rest: _parse(text, types_[rest], where)})
     else:

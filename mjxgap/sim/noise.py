@@ -1,9 +1,10 @@
 """Observation noise: a scale per entry of the actor observation, drawn per episode where ADR
 controls it, and the noise itself at every control step.
 
-`DomainRandomization.obs_noise` names actor observation terms and a scale in the term's unit
-(half-width for uniform noise, standard deviation for gaussian); every entry of a term gets its
-scale. An ADR item `obs_noise.<term>` replaces that term's scale by a per-episode draw.
+`DomainRandomization.obs_noise` names observation terms and a scale in the term's unit
+(half-width for uniform noise, standard deviation for gaussian); every entry of a term the actor
+observes gets its scale (a sensor the policy does not read adds nothing). An ADR item
+`obs_noise.<term>` replaces that term's scale by a per-episode draw.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Mapping
 import jax
 import jax.numpy as jnp
 
+from mjxgap.env.observations import OBSERVATION_TERMS
 from mjxgap.errors import UserError
 from mjxgap.sim.randomization import NOISE_PREFIX
 
@@ -21,12 +23,11 @@ class ObsNoise:
   """The noise of one actor observation layout (`(term, size)` in order) under a spec."""
 
   def __init__(self, dr, layout: list[tuple[str, int]], adr_items: tuple[str, ...] = ()):
-    sizes = dict(layout)
     noise = dict(dr.obs_noise)
     for term in noise:
-      if term not in sizes:
-        raise UserError(f"randomization: obs_noise names {term!r}, which is not an actor "
-                        f"observation term ({', '.join(sizes)})")
+      if term not in OBSERVATION_TERMS:
+        raise UserError(f"randomization: obs_noise names {term!r}, which is not an observation "
+                        f"term ({', '.join(OBSERVATION_TERMS)})")
     self.distribution = dr.obs_noise_distribution
     self._adr: list[tuple[str, int, int]] = []  # (ADR item, first index, size)
     scale = []

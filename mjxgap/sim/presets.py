@@ -12,8 +12,9 @@ import dataclasses
 from mjxgap.sim.adr_binding import adr_items, with_adr
 from mjxgap.sim.randomization import DomainRandomization, ParamSpec
 
+# uniform half-widths (Isaac Lab's velocity tasks); base_lin_vel only where the actor observes it
 NOMINAL_NOISE = (("gyro", 0.2), ("projected_gravity", 0.05), ("joint_pos", 0.01),
-                 ("joint_vel", 1.5))
+                 ("joint_vel", 1.5), ("base_lin_vel", 0.1))
 
 
 # name, kind, nominal_dr range, wide range, options. Ranges from published humanoid stacks
