@@ -2,6 +2,7 @@
 own semantics and hand-computed schedules), the MJX reference against `mjxgap eval`, the report
 end to end, and refusals of bad input."""
 
+import copy
 import dataclasses
 import json
 
@@ -156,6 +157,27 @@ def test_stale_buses_and_gyro_bias_reach_the_policy(export, monkeypatch, stalene
                                atol=1e-12)
 
 
+def test_a_policy_that_reads_base_lin_vel_gets_the_state_estimate(export, monkeypatch):
+  """A policy whose observation lists `base_lin_vel` reads the base velocity in the base frame
+  (MuJoCo's free-joint velocity is in the world frame) after the last physics step; one that
+  does not is given none."""
+  for reads in (False, True):
+    w = native.world(export, _quiet())
+    if reads:
+      spec = copy.deepcopy(w.policy.spec)
+      spec["observation"]["terms"].append({"name": "base_lin_vel", "size": 3})
+      monkeypatch.setattr(w.policy, "spec", spec)
+    rec = _Recorder(w, monkeypatch)
+    native.episode(w, 0, 0.2)
+    assert len(rec.readings) == 10 and all(("base_lin_vel" in r) == reads for r in rec.readings)
+    for k in range(1, 10) if reads else ():
+      inverse, expected = np.empty(4), np.empty(3)
+      mujoco.mju_negQuat(inverse, rec.qpos[5 * k - 1][3:7])
+      mujoco.mju_rotVecQuat(expected, rec.qvel[5 * k - 1][0:3], inverse)
+      np.testing.assert_allclose(rec.readings[k]["base_lin_vel"], expected, atol=1e-12)
+    monkeypatch.undo()
+
+
 def test_the_sim2sim_profile_is_mjxgap_play(export):
   """Without initial noise, `sim2sim` is what `mjxgap play` does: same survival, same
   velocity-tracking error to float64 precision."""
@@ -225,6 +247,7 @@ def test_mjx_expresses_a_profile_as_randomization_and_lists_the_rest():
   assert dr.action_delay_ms == (8.0, 20.0) and dr.delay_jitter_ms == 2.0
   assert dr.obs_delay_ms == (0.0, 6.0) and dr.push_velocity_mps == (0.1, 1.0)
   assert dict(dr.obs_noise)["gyro"] == 0.1 and dr.obs_noise_distribution == "gaussian"
+  assert dict(dr.obs_noise)["base_lin_vel"] == 0.05
   assert overrides == {"init_joint_noise_rad": 0.05}
   assert {o.split("=")[0].split(":")[0] for o in omitted} == {
       "motor.model", "physics.timestep_s", "physics.integrator", "timing.bus_staleness_ms"}

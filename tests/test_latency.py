@@ -274,7 +274,8 @@ def test_push_changes_base_velocity_by_the_kick(builtin_robot):
 
 @pytest.mark.parametrize("distribution", ["uniform", "gaussian"])
 def test_observation_noise_statistics(builtin_robot, distribution):
-  dr = DomainRandomization(obs_noise=(("gyro", 0.2), ("joint_vel", 1.5)),
+  # `stand`'s actor does not read base_lin_vel: its noise adds nothing
+  dr = DomainRandomization(obs_noise=(("gyro", 0.2), ("joint_vel", 1.5), ("base_lin_vel", 0.3)),
                            obs_noise_distribution=distribution)
   env = make_env("stand", builtin_robot, randomization=dr)
   s = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(5), 2000))
@@ -289,6 +290,16 @@ def test_observation_noise_statistics(builtin_robot, distribution):
     assert stats.kstest(x, ref.cdf).pvalue > 0.01
   # the critic never sees noise: its gyro is the true base angular velocity (zero at reset)
   np.testing.assert_array_equal(np.asarray(s.obs["privileged_state"])[:, 0:3], 0)
+
+
+def test_noise_scale_follows_the_actor_layout():
+  """Each entry of the actor observation gets its term's scale; a term without one gets 0."""
+  from mjxgap.sim.noise import ObsNoise
+  from mjxgap.sim.presets import PRESETS
+
+  noise = ObsNoise(PRESETS["nominal_dr"](), [("base_lin_vel", 3), ("command", 3), ("gyro", 3)])
+  np.testing.assert_allclose(noise.episode_scale({}, jax.random.PRNGKey(0)),
+                             [0.1] * 3 + [0.0] * 3 + [0.2] * 3)
 
 
 @pytest.mark.parametrize("spec, needle", [

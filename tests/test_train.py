@@ -155,6 +155,9 @@ def test_killed_save_resumes_from_previous_checkpoint(runs, tmp_path, capsys):
     (["--robot", "/nonexistent/robot.xml"], "/nonexistent/robot.xml"),
     (["--set", "task.rewards.nope=1"], "unknown reward term 'nope'"),
     (["--set", "task.rewards.feet_slip=abc"], "expected a number"),
+    (["--set", "task.actor_obs=gyro,lidar"], "unknown observation term 'lidar'"),
+    (["--set", "task.actor_obs=gyro,physics"], "cannot observe 'physics'"),
+    (["--set", "task.name=x"], "not a TaskConfig field that --set can change"),
 ])
 def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
   code, out, err = _cli(["train", "--out", str(tmp_path / "r"), *argv], capsys)
@@ -163,8 +166,9 @@ def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
   assert not (tmp_path / "r").exists()
 
 
-def test_reward_weight_override():
-  """`--set task.rewards.NAME=W` changes one weight, or adds a registered term, and nothing else."""
+def test_task_overrides():
+  """`--set task.rewards.NAME=W` changes one weight, or adds a registered term, and nothing else;
+  `--set task.actor_obs=a,b` lists the actor's terms, also as read back from config.json."""
   from mjxgap.runs.config import PRESETS, apply_overrides
   from mjxgap.runs.factory import task_config
   from mjxgap_envs.walk import WALK
@@ -175,6 +179,11 @@ def test_reward_weight_override():
   task = task_config("walk", config.task_overrides, "builtin")
   assert dict(task.rewards) == {**WALK.rewards, "tracking_lin_vel": 2.0, "alive": 0.5}
   assert task.episode_length_s == 10.0 and dict(WALK.rewards)["tracking_lin_vel"] == 1.0
+  config = apply_overrides(PRESETS["smoke"], ["task.actor_obs=base_lin_vel, gyro,command"])
+  for overrides in (config.task_overrides, json.loads(json.dumps(config.task_overrides))):
+    task = task_config("walk", overrides, "builtin")
+    assert task.actor_obs == ("base_lin_vel", "gyro", "command")
+    assert task.critic_obs == WALK.critic_obs
 
 
 @pytest.mark.parametrize("argv, needle", [
