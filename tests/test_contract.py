@@ -192,3 +192,11 @@ def test_every_package_is_installed():
   found |= {".".join(("mjxgap_envs",) + p.parent.relative_to(root / "envs").parts).rstrip(".")
             for p in (root / "envs").rglob("__init__.py")}
   assert found - listed == set() and listed - found == set()
+
+
+def test_the_robot_runtime_computes_every_term_an_actor_may_read():
+  """An actor may read exactly the observation terms `runtime.TERMS` computes on a robot."""
+  from mjxgap.deploy import runtime
+  from mjxgap.env.observations import OBSERVATION_TERMS
+
+  assert set(runtime.TERMS) == {t for t, term in OBSERVATION_TERMS.items() if term.on_robot}

@@ -111,6 +111,10 @@ class LocomotionEnv(Env):
     self.default_height = self._quantities.default_height  # m above the floor
     adr_items = tuple(p.name for p in dr.adr.params) if dr.adr else ()
     actor = [(t["name"], t["size"]) for t in self.observation_layout("actor")]
+    for term, _ in dr.obs_noise:
+      if term not in obs_lib.OBSERVATION_TERMS:
+        raise UserError(f"randomization: obs_noise names {term!r}, which is not an observation "
+                        f"term ({', '.join(obs_lib.OBSERVATION_TERMS)})")
     self.sampler = EpisodeSampler(self.mjx_model, dr, randomizer, self.latency,
                                   ObsNoise(dr, actor, adr_items), Pushes(dr, config.ctrl_dt),
                                   torque_actuated=actuator is not None)

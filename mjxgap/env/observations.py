@@ -25,10 +25,13 @@ class ObservationTerm:
   # (x, z flip), joints, command, feet (order reversed), half_cycle (the other foot's clock),
   # same; None: no mirror image
   mirror: str | None = None
+  # a robot can compute it (`deploy/runtime.py` TERMS): only such terms may be actor terms
+  on_robot: bool = True
 
 
-def _term(fn, unit: str, description: str, mirror: str | None = None) -> ObservationTerm:
-  return ObservationTerm(fn, unit, description, mirror)
+def _term(fn, unit: str, description: str, mirror: str | None = None,
+          on_robot: bool = True) -> ObservationTerm:
+  return ObservationTerm(fn, unit, description, mirror, on_robot)
 
 
 def _clock(q: StepQuantities) -> jax.Array:
@@ -54,12 +57,14 @@ OBSERVATION_TERMS: dict[str, ObservationTerm] = {
                           "base linear velocity in the base frame (privileged; in an actor, a "
                           "robot's state estimate)", "polar"),
     "base_height": _term(lambda q: q.base_height[None], "m",
-                         "base height above the floor (privileged)", "same"),
+                         "base height above the floor (privileged)", "same", on_robot=False),
     "feet_contact": _term(lambda q: q.feet_contact.astype(jnp.float32), "1",
-                          "1 where a foot touches the floor (privileged)", "feet"),
+                          "1 where a foot touches the floor (privileged)", "feet",
+                          on_robot=False),
     "physics": _term(lambda q: q.physics, "1",
                      "randomized physics draws mapped to [-1, 1] over their ranges "
-                     "(privileged; added to the critic when randomization is on)"),
+                     "(privileged; added to the critic when randomization is on)",
+                     on_robot=False),
 }
 
 

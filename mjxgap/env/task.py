@@ -8,7 +8,6 @@ from typing import Mapping
 
 import numpy as np
 
-from mjxgap.deploy import runtime
 from mjxgap.env import observations as obs_lib
 from mjxgap.env import rewards as rew_lib
 from mjxgap.errors import UserError
@@ -78,10 +77,11 @@ class TaskConfig:
       if t not in obs_lib.OBSERVATION_TERMS:
         raise UserError(f"task {self.name}: unknown observation term {t!r}; known: "
                         f"{', '.join(obs_lib.OBSERVATION_TERMS)}")
+    on_robot = [t for t, term in obs_lib.OBSERVATION_TERMS.items() if term.on_robot]
     for t in self.actor_obs:
-      if t not in runtime.TERMS:
+      if t not in on_robot:
         raise UserError(f"task {self.name}: the actor cannot observe {t!r}: a robot's runtime "
-                        f"computes only {', '.join(runtime.TERMS)}")
+                        f"computes only {', '.join(on_robot)}")
     for r, w in self.rewards.items():
       if r not in rew_lib.REWARD_TERMS:
         raise UserError(f"task {self.name}: unknown reward term {r!r}; known: "
