@@ -53,3 +53,15 @@ def train_and_export(root, train_argv):
 def small_export(tmp_path_factory):
   """`SMALL_RUN` trained and exported, shared by the export and gap tests."""
   return train_and_export(tmp_path_factory.mktemp("small_export"), SMALL_RUN)
+
+
+def base_frame(quat_wxyz, v_world):
+  """`v_world` in the frame of a body with orientation `quat_wxyz`, by MuJoCo's own quaternion
+  functions (an independent reference for the base-frame observation terms)."""
+  import mujoco
+  import numpy as np
+
+  inverse, out = np.empty(4), np.empty(3)
+  mujoco.mju_negQuat(inverse, np.asarray(quat_wxyz, np.float64))
+  mujoco.mju_rotVecQuat(out, np.asarray(v_world, np.float64), inverse)
+  return out

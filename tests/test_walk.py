@@ -11,7 +11,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from conftest import BERKELEY, G1, needs_shared
+from conftest import BERKELEY, G1, base_frame, needs_shared
 from mjxgap import contract
 from mjxgap.agent import losses
 from mjxgap.deploy import runtime
@@ -26,14 +26,6 @@ def walk(builtin_robot):
   """`walk` whose actor also reads the base velocity (`--set task.actor_obs=...`)."""
   actor_obs = ("base_lin_vel",) + task_config("walk").actor_obs
   return make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1, "actor_obs": actor_obs})
-
-
-def _base_frame(quat_wxyz, v_world):
-  """`v_world` in the base frame by MuJoCo's own quaternion functions."""
-  inverse, out = np.empty(4), np.empty(3)
-  mujoco.mju_negQuat(inverse, np.asarray(quat_wxyz, np.float64))
-  mujoco.mju_rotVecQuat(out, np.asarray(v_world, np.float64), inverse)
-  return out
 
 
 def test_gait_phase_by_hand():
@@ -60,7 +52,7 @@ def test_runtime_observation_is_the_envs_for_walk(walk):
     d = s.pipeline_state
     readings = {"base_quat_wxyz": np.asarray(d.qpos[3:7], np.float64),
                 "base_ang_vel": np.asarray(d.qvel[3:6], np.float64),
-                "base_lin_vel": _base_frame(d.qpos[3:7], d.qvel[0:3]),
+                "base_lin_vel": base_frame(d.qpos[3:7], d.qvel[0:3]),
                 "joint_pos": np.asarray(d.qpos[r.qpos_adr], np.float64),
                 "joint_vel": np.asarray(d.qvel[r.qvel_adr], np.float64),
                 "last_action": np.asarray(s.info["last_action"]),
