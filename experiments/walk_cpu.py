@@ -9,8 +9,11 @@ native MuJoCo under forward, backward, sideways and turning commands (with a GIF
 Resumable: an interrupted training continues from its last checkpoint (`mjxgap train
 --resume`), evaluated checkpoints are not evaluated again. `--save-run` packs the run's config,
 metrics and latest checkpoint into `results/walk_cpu/run_latest.tar.gz` (committed, ~4 MB): on a
-fresh machine the same command unpacks it and resumes instead of starting again. Target (issue 16): mean horizontal
-velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
+fresh machine the same command unpacks it and resumes instead of starting again. `--lr-drop
+ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE; `--budget-s` shares one
+wall-clock budget between those calls (each gets what the metrics say is left). Target (issue
+16): mean horizontal velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes
+of 20 s.
 """
 
 from __future__ import annotations
@@ -56,20 +59,47 @@ def _restore_run(run: pathlib.Path, saved: pathlib.Path) -> None:
       tar.extractall(run.parent, filter="data")
 
 
-def _train(run: pathlib.Path, args) -> dict | None:
+def _trained(run: pathlib.Path) -> tuple[int, float]:
+  """(env steps, training wall seconds) so far: the last metrics row, and the sum of the
+  iterations' times (compilation included; process start-up is not)."""
+  if not (run / "metrics.jsonl").is_file():
+    return 0, 0.0
+  config = json.loads((run / "config.json").read_text())["ppo"]
+  per_iteration = config["num_envs"] * config["unroll_length"]
+  rows = read_metrics(run / "metrics.jsonl")
+  return (rows[-1]["env_steps"] if rows else 0), sum(per_iteration / r["sps"] for r in rows)
+
+
+def _train(run: pathlib.Path, args) -> None:
+  """Trains to --total-steps; with --lr-drop, in two `mjxgap train` calls (the second resumes at
+  the lower rate); with --budget-s, each call gets what is left of the budget."""
   _restore_run(run, _saved(args.name))
-  flags = ["--no-progress", "--out", str(run), "--set", f"total_steps={args.total_steps}"]
-  if (run / "checkpoints").is_dir():
-    return mjxgap("train", "--resume", *flags)
-  return mjxgap("train", "--preset", "cpu", "--robot", "builtin", "--task", "walk",
-                "--dr", "nominal_dr", "--seed", str(args.seed), *flags,
-                "--set", f"ppo.symmetry_cost={args.symmetry_cost}",
-                "--set", f"ppo.symmetry_augmentation={args.symmetry_augmentation}",
-                # Playground's humanoid values: the cpu preset's (stand's) 0.99 and 0.001 let the
-                # action std collapse to 0.16 by 3.8 M steps with tracking flat (BENCHMARKS.md)
-                "--set", "ppo.discount=0.97", "--set", "ppo.entropy_cost=0.005",
-                "--set", "checkpoint_every=200", "--set", "keep_checkpoints=1000",
-                *(f for a in args.set for f in ("--set", a)))
+  legs = [(args.total_steps, None)]
+  if args.lr_drop:
+    legs = [(args.lr_drop[0], None), (args.total_steps, args.lr_drop[1])]
+  for total_steps, rate in legs:
+    steps, seconds = _trained(run)
+    if steps >= total_steps:
+      continue
+    flags = ["--no-progress", "--out", str(run), "--set", f"total_steps={total_steps}"]
+    if args.budget_s:
+      if seconds >= args.budget_s:
+        return
+      flags += ["--set", f"time_limit_s={args.budget_s - seconds:.0f}"]
+    if rate is not None:
+      flags += ["--set", f"ppo.learning_rate={rate}"]
+    if (run / "checkpoints").is_dir():
+      mjxgap("train", "--resume", *flags)
+      continue
+    mjxgap("train", "--preset", "cpu", "--robot", "builtin", "--task", "walk",
+           "--dr", "nominal_dr", "--seed", str(args.seed), *flags,
+           "--set", f"ppo.symmetry_cost={args.symmetry_cost}",
+           "--set", f"ppo.symmetry_augmentation={args.symmetry_augmentation}",
+           # Playground's humanoid values: the cpu preset's (stand's) 0.99 and 0.001 let the
+           # action std collapse to 0.16 by 3.8 M steps with tracking flat (BENCHMARKS.md)
+           "--set", "ppo.discount=0.97", "--set", "ppo.entropy_cost=0.005",
+           "--set", "checkpoint_every=200", "--set", "keep_checkpoints=1000",
+           *(f for a in args.set for f in ("--set", a)))
 
 
 def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> list[dict]:
@@ -181,6 +211,14 @@ def _small_gif(src: pathlib.Path, dst: pathlib.Path, seconds: float = 8.0) -> No
                  optimize=True)
 
 
+def _lr_drop(text: str) -> tuple[int, float]:
+  steps, _, rate = text.partition(":")
+  try:
+    return int(float(steps)), float(rate)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected ENV_STEPS:RATE (e.g. 17408000:1e-4), got {text!r}")
+
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--out", default="runs/walk_cpu")
@@ -194,6 +232,10 @@ def main() -> None:
   p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                  help="a further `mjxgap train --set` for a new run, e.g. "
                       "task.rewards.tracking_lin_vel=2 (a resumed run keeps its config)")
+  p.add_argument("--lr-drop", type=_lr_drop, metavar="ENV_STEPS:RATE",
+                 help="train to ENV_STEPS, then resume at learning rate RATE, e.g. 17408000:1e-4")
+  p.add_argument("--budget-s", type=float, default=0.0,
+                 help="wall-clock budget of the whole training, shared by its calls (0: none)")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--curve-episodes", type=int, default=64)
   p.add_argument("--episodes", type=int, default=256)
@@ -240,6 +282,10 @@ def main() -> None:
       "target": {"lin_vel_error_mps": TARGET_ERROR_MPS, "fall_rate": TARGET_FALL_RATE},
       "train_config": json.loads((run / "config.json").read_text()),
       "env_steps_trained": rows[-1]["env_steps"] if rows else 0,
+      "training_wall_s": round(_trained(run)[1]),
+      # (env steps, rate) where the learning rate changed (config.json has the last call's)
+      "learning_rates": [(r["env_steps"], r["learning_rate"]) for i, r in enumerate(rows)
+                         if i == 0 or r["learning_rate"] != rows[i - 1]["learning_rate"]],
       "first_reached_at_env_steps": first["env_steps"] if first else None,
       "final_eval": final,
       "target_reached_by_final": _reached(final),

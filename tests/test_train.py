@@ -328,19 +328,36 @@ def test_checkpoint_errors_one_line_exit_2(runs, tmp_path, capsys):
   assert code == 2 and "config.json" in err and err.count("\n") == 1, err
 
 
-def test_eval_prints_json_metrics(runs, capsys):
+def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   code, out, err = _cli(["eval", str(runs / "a"), "--episodes", "4"], capsys)
   assert code == 0, err
   r = json.loads(out)
   assert r["iteration"] == 4 and r["episodes"] == 4 and r["max_episode_length"] == 50
   assert 0 < r["episode_length"] <= 50
-  assert 0.0 <= r["survived_fraction"] <= 1.0 and 0.0 <= r["fall_rate"] <= 1.0
+  assert 0.0 <= r["survived_fraction"] <= 1.0 and 0.0 <= r["fall_rate"] <= 1.0 and "falls" not in r
   # the zero-action baseline on the nominal robot (no randomization) stands for the whole 1 s
   code, out, err = _cli(["eval", str(runs / "a"), "--episodes", "4", "--policy", "zero",
-                         "--dr", "none"], capsys)
+                         "--dr", "none", "--falls"], capsys)
   assert code == 0, err
   r = json.loads(out)
   assert r["episode_length"] == 50 and r["survived_fraction"] == 1.0 and r["fall_rate"] == 0.0
+  assert r["falls"] == []
+  # --falls where the pose-holder is shoved at 2.5 m/s every 0.1-0.2 s: each fallen episode once,
+  # at a whole 20 ms step within the 1 s, stand's command (none: zeros); fall times and the
+  # survivors' 50 steps add up to the mean episode length
+  shoves = tmp_path / "shoves.json"
+  shoves.write_text(json.dumps({"push_velocity_mps": [2.5, 2.5], "push_interval_s": [0.1, 0.2]}))
+  code, out, err = _cli(["eval", str(runs / "a"), "--episodes", "8", "--policy", "zero",
+                         "--dr", str(shoves), "--falls"], capsys)
+  assert code == 0, err
+  r = json.loads(out)
+  falls = r["falls"]
+  assert len(falls) == round(r["fall_rate"] * 8) >= 4, r
+  assert sorted({f["episode"] for f in falls}) == [f["episode"] for f in falls]
+  steps = [f["time_s"] / 0.02 for f in falls]
+  assert all(0 < s <= 50 and abs(s - round(s)) < 1e-6 for s in steps)
+  assert all(f["command"] == [0, 0, 0] for f in falls)
+  assert sum(steps) + 50 * (8 - len(falls)) == pytest.approx(r["episode_length"] * 8)
 
 
 def test_bench_train_reports_learner_overhead(capsys):

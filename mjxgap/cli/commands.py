@@ -168,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--actuator", default=None, help="actuator model (default: the run's)")
   p.add_argument("--step", type=int, default=None, help="checkpoint iteration (default: latest)")
   p.add_argument("--seed", type=int, default=1_000_003)
+  p.add_argument("--falls", action="store_true",
+                 help="list each fallen episode: when it fell (s) and its command then")
   p.add_argument("--out", help="also write the JSON result to this file")
 
   bench = sub.add_parser("bench", help="throughput benchmarks")
@@ -383,7 +385,7 @@ def run(argv: list[str] | None = None) -> int:
 
     enable_compilation_cache()
     _emit(evaluate(args.run, args.episodes, args.seed, args.policy, args.dr, args.step,
-                   args.actuator), args.out)
+                   args.actuator, args.falls), args.out)
   elif args.command == "bench" and args.bench_command == "train":
     from mjxgap.evaluation.bench import bench_train
 

@@ -29,42 +29,42 @@ class ObservationTerm:
   on_robot: bool = True
 
 
-def _term(fn, unit: str, description: str, mirror: str | None = None,
-          on_robot: bool = True) -> ObservationTerm:
-  return ObservationTerm(fn, unit, description, mirror, on_robot)
-
-
 def _clock(q: StepQuantities) -> jax.Array:
   return jnp.stack([jnp.cos(q.feet_phase[0]), jnp.sin(q.feet_phase[0])])
 
 
 OBSERVATION_TERMS: dict[str, ObservationTerm] = {
-    "gyro": _term(lambda q: q.base_ang_vel, "rad/s",
-                  "base angular velocity in the base frame (IMU gyro)", "axial"),
-    "projected_gravity": _term(lambda q: q.projected_gravity, "1",
-                               "unit gravity direction (0,0,-1) rotated into the base frame",
-                               "polar"),
-    "joint_pos": _term(lambda q: q.joint_pos, "rad",
-                       "actuated joint positions minus the default pose, action order", "joints"),
-    "joint_vel": _term(lambda q: q.joint_vel, "rad/s", "actuated joint velocities, action order",
-                       "joints"),
-    "last_action": _term(lambda q: q.last_action, "1", "previous policy action", "joints"),
-    "command": _term(lambda q: q.command, "m/s, m/s, rad/s",
-                     "commanded forward velocity, lateral velocity, yaw rate", "command"),
-    "gait_phase": _term(_clock, "1", "cos and sin of the gait clock's phase (first foot; "
-                        "mjxgap.contract.gait_phase of the control step)", "half_cycle"),
-    "base_lin_vel": _term(lambda q: q.base_lin_vel, "m/s",
-                          "base linear velocity in the base frame (privileged; in an actor, a "
-                          "robot's state estimate)", "polar"),
-    "base_height": _term(lambda q: q.base_height[None], "m",
-                         "base height above the floor (privileged)", "same", on_robot=False),
-    "feet_contact": _term(lambda q: q.feet_contact.astype(jnp.float32), "1",
-                          "1 where a foot touches the floor (privileged)", "feet",
-                          on_robot=False),
-    "physics": _term(lambda q: q.physics, "1",
-                     "randomized physics draws mapped to [-1, 1] over their ranges "
-                     "(privileged; added to the critic when randomization is on)",
-                     on_robot=False),
+    "gyro": ObservationTerm(
+        lambda q: q.base_ang_vel, "rad/s", "base angular velocity in the base frame (IMU gyro)",
+        "axial"),
+    "projected_gravity": ObservationTerm(
+        lambda q: q.projected_gravity, "1",
+        "unit gravity direction (0,0,-1) rotated into the base frame", "polar"),
+    "joint_pos": ObservationTerm(
+        lambda q: q.joint_pos, "rad",
+        "actuated joint positions minus the default pose, action order", "joints"),
+    "joint_vel": ObservationTerm(
+        lambda q: q.joint_vel, "rad/s", "actuated joint velocities, action order", "joints"),
+    "last_action": ObservationTerm(
+        lambda q: q.last_action, "1", "previous policy action", "joints"),
+    "command": ObservationTerm(
+        lambda q: q.command, "m/s, m/s, rad/s",
+        "commanded forward velocity, lateral velocity, yaw rate", "command"),
+    "gait_phase": ObservationTerm(
+        _clock, "1", "cos and sin of the gait clock's phase (first foot; "
+        "mjxgap.contract.gait_phase of the control step)", "half_cycle"),
+    "base_lin_vel": ObservationTerm(
+        lambda q: q.base_lin_vel, "m/s", "base linear velocity in the base frame (privileged; "
+        "in an actor, a robot's state estimate)", "polar"),
+    "base_height": ObservationTerm(
+        lambda q: q.base_height[None], "m", "base height above the floor (privileged)", "same",
+        on_robot=False),
+    "feet_contact": ObservationTerm(
+        lambda q: q.feet_contact.astype(jnp.float32), "1",
+        "1 where a foot touches the floor (privileged)", "feet", on_robot=False),
+    "physics": ObservationTerm(
+        lambda q: q.physics, "1", "randomized physics draws mapped to [-1, 1] over their ranges "
+        "(privileged; added to the critic when randomization is on)", on_robot=False),
 }
 
 

@@ -30,8 +30,9 @@ from mjxgap.sim import adr as adr_lib
 
 def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_003,
              policy: str = "trained", dr: str | None = None, step: int | None = None,
-             actuator: str | None = None) -> dict:
-  """Mean return, length and fall rate of `episodes` episodes with the deterministic policy."""
+             actuator: str | None = None, falls: bool = False) -> dict:
+  """Mean return, length and fall rate of `episodes` episodes with the deterministic policy;
+  with `falls`, also each fallen episode's time of the fall and command then (where it breaks)."""
   run_dir = pathlib.Path(run_dir)
   config = load_config(run_dir, validate=False)
   inputs = check(config)
@@ -70,10 +71,15 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
         record=lambda _, nxt, __: {"reward": nxt.reward, "done": nxt.done,
                                    "fell": nxt.metrics["fell"],
                                    "truncation": nxt.info["truncation"],
+                                   "command": nxt.info["command"],
                                    **{k: nxt.metrics[k] for k in TRACKING_ERRORS}})
-    return vector.first_episode_sums(steps), evaluators
+    sums = vector.first_episode_sums({k: v for k, v in steps.items() if k != "command"})
+    # the command of each episode's last step (its first `done`)
+    last = jnp.minimum(sums["length"].astype(jnp.int32), env.episode_steps) - 1
+    end_command = steps["command"][last, jnp.arange(episodes)]
+    return sums, end_command, evaluators
 
-  sums, evaluators = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed)))
+  sums, end_command, evaluators = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed)))
   length = sums["length"]
   ret, fell, timed_out = sums["reward"], sums["fell"], sums["truncation"]
   lin, yaw = sums["lin_vel_error_mps"] / length, sums["yaw_rate_error_rad_s"] / length
@@ -96,6 +102,9 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       # in tasks without them (then the error is the robot's drift)
       "lin_vel_error_mps": float(lin.mean()),
       "yaw_rate_error_rad_s": float(yaw.mean()),
+      **({"falls": [{"episode": int(i), "time_s": round(float(length[i]) * env.dt, 3),
+                     "command": [round(float(c), 3) for c in end_command[i]]}
+                    for i in np.flatnonzero(fell > 0)]} if falls else {}),
       **({"adr_ranges": adr_ranges, "adr_boundary_evaluators": int(evaluators)}
          if adr_ranges else {}),
   }
