@@ -126,6 +126,9 @@ def _np_terms(env, prev, cur, action, i):
     return d.xpos[list(r.feet_body_ids)].copy()
 
   feet, feet_before = feet_at(qpos), feet_at(np.asarray(prev.pipeline_state.qpos[i], np.float64))
+  feet0 = feet_at(r.default_qpos)  # sideways separations in the base frame, left minus right
+  apart0 = _np_rotate_inverse(r.default_qpos[3:7], feet0[0] - feet0[1])[1]
+  apart = np.sign(apart0) * _np_rotate_inverse(qpos[3:7], feet[0] - feet[1])[1]
   height = feet[:, 2] - feet_at(r.default_qpos)[:, 2]
   speed = np.linalg.norm(feet[:, :2] - feet_before[:, :2], axis=1) / env.dt
   cycles = int(cur.info["step"][i]) * env.dt * env.config.gait_frequency_hz
@@ -146,6 +149,7 @@ def _np_terms(env, prev, cur, action, i):
       "feet_air_time": np.sum((np.minimum(air, 0.5) - 0.2) * first) * moving,
       "feet_phase": np.exp(-np.sum((height - ref) ** 2) / 0.01),
       "feet_slip": np.sum(speed ** 2 * contact),
+      "feet_distance": max(env.config.feet_min_separation_fraction * abs(apart0) - apart, 0.0),
       "joint_limits": np.sum(np.maximum(q_abs - (mid + half), 0)
                              + np.maximum(mid - half - q_abs, 0)),
       # the walk task's hip and knee joints, by name

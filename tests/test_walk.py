@@ -15,7 +15,7 @@ from conftest import BERKELEY, G1, base_frame, needs_shared
 from mjxgap import contract
 from mjxgap.agent import losses
 from mjxgap.deploy import runtime
-from mjxgap.env import symmetry
+from mjxgap.env import rewards, symmetry
 from mjxgap.process import mjx
 from mjxgap.robot import load_robot
 from mjxgap.runs.factory import make_env, task_config
@@ -87,6 +87,41 @@ def _random_state(robot, rng):
   qvel[:6] = rng.uniform(-0.3, 0.3, 6)
   qvel[robot.qvel_adr] = rng.uniform(-1, 1, robot.nu)
   return qpos, qvel
+
+
+def test_feet_distance_by_hand(walk, builtin_robot):
+  """The built-in robot's feet bodies sit at y = +-0.09 m in its XML: 0.18 m apart sideways in
+  the base frame whatever the heading, so `feet_distance` is 0; with the hips rolled until the
+  feet cross (by MuJoCo's own kinematics) it is 0.6 x 0.18 m plus how far they crossed."""
+  r = builtin_robot
+  m, d = r.mj_model, mujoco.MjData(r.mj_model)
+  roll = [r.qpos_adr[r.joint_names.index(f"{side}_hip_roll")] for side in ("left", "right")]
+
+  def separation(qpos):
+    d.qpos[:] = qpos
+    mujoco.mj_kinematics(m, d)
+    info = {"last_action": jnp.zeros(r.nu), "command": jnp.zeros(3), "episode": None,
+            "step": jnp.int32(0)}
+    q = walk._quantities(mjx.put_data(m, d), jnp.zeros(r.nu), info, jnp.zeros(2, bool),
+                         jnp.zeros(2, bool), jnp.zeros(2))
+    left, right = d.xpos[list(r.feet_body_ids)]
+    return q, base_frame(qpos[3:7], left - right)[1]
+
+  yawed = r.default_qpos.copy()
+  yawed[3:7] = [math.cos(0.8), 0.0, 0.0, math.sin(0.8)]  # 1.6 rad of heading
+  q, _ = separation(yawed)
+  assert float(q.feet_separation_m) == pytest.approx(0.18, abs=1e-5)
+  assert float(q.feet_min_separation_m) == pytest.approx(0.6 * 0.18, abs=1e-6)
+  assert float(rewards.feet_distance(q)) == 0.0
+  crossed = yawed.copy()
+  crossed[roll] = [-0.4, 0.4]
+  q, by_hand = separation(crossed)
+  if by_hand > 0:  # the other roll direction crosses them
+    crossed[roll] = [0.4, -0.4]
+    q, by_hand = separation(crossed)
+  assert by_hand < -0.05
+  assert float(q.feet_separation_m) == pytest.approx(by_hand, abs=1e-5)
+  assert float(rewards.feet_distance(q)) == pytest.approx(0.108 - by_hand, abs=1e-5)
 
 
 def test_mirrored_robot_moves_as_the_mirror_image_in_mujoco(builtin_robot):

@@ -33,6 +33,10 @@ class StepQuantities(NamedTuple):
   feet_height: jax.Array  # m [nfeet]: foot body above its height standing in the default pose
   feet_speed_xy: jax.Array  # m/s [nfeet]: horizontal speed of each foot over the control step
   feet_phase: jax.Array  # rad [nfeet]: each foot's gait-clock phase (swing in [0, pi))
+  # m: the first two feet's sideways distance in the base frame, positive as in the default pose
+  # (negative: the legs crossed); 0 for fewer feet
+  feet_separation_m: jax.Array
+  feet_min_separation_m: jax.Array  # m: `feet_min_separation_fraction` of the default pose's
   swing_height_m: jax.Array  # m, the swing foot's reference apex
   joint_limit_excess: jax.Array  # rad [nu]: beyond the soft joint limits (0 inside)
   hip_mask: jax.Array  # [nu]: 1 for the task's hip joints
@@ -65,6 +69,10 @@ class Measure:
     d.qpos[:] = robot.default_qpos
     mujoco.mj_kinematics(m, d)
     self._feet_default_z = jnp.asarray(d.xpos[list(robot.feet_body_ids), 2], jnp.float32)
+    self._feet_pair = tuple(int(b) for b in robot.feet_body_ids[:2])
+    apart = (self._feet_sideways(d.qpos[3:7], d.xpos, np) if self.n_feet >= 2 else 0.0)
+    self._feet_side = 1.0 if apart >= 0 else -1.0
+    self._feet_min_separation = config.feet_min_separation_fraction * abs(float(apart))
     middle, half = robot.joint_range.mean(axis=1), np.diff(robot.joint_range, axis=1)[:, 0] / 2
     soft = config.soft_joint_limit_fraction * half
     self._soft_low = jnp.asarray(np.where(np.isfinite(half), middle - soft, -np.inf), jnp.float32)
@@ -80,6 +88,11 @@ class Measure:
     foot = jnp.maximum(self._geom_to_foot[c.geom[:, 0]], self._geom_to_foot[c.geom[:, 1]])
     touching = c.dist < self.config.contact_threshold_m
     return jnp.stack([jnp.any(touching & (foot == k)) for k in range(self.n_feet)])
+
+  def _feet_sideways(self, quat, xpos, xp):
+    """m: the first foot's position minus the second's along the base's y axis."""
+    first, second = self._feet_pair
+    return contract.rotate_inverse(quat, xpos[first] - xpos[second], xp)[1]
 
   def feet_xy(self, data) -> jax.Array:
     """m [nfeet, 2]: the feet bodies' horizontal positions (world frame)."""
@@ -124,6 +137,9 @@ class Measure:
         feet_height=data.xpos[self._feet_body, 2] - self._feet_default_z,
         feet_speed_xy=feet_speed,
         feet_phase=self.gait_phase(info["step"]),
+        feet_separation_m=(self._feet_side * self._feet_sideways(quat, data.xpos, jnp)
+                           if self.n_feet >= 2 else jnp.zeros(())),
+        feet_min_separation_m=jnp.asarray(self._feet_min_separation),
         swing_height_m=jnp.asarray(cfg.swing_height_m),
         joint_limit_excess=(jnp.maximum(joint_pos - self._soft_high, 0.0)
                             + jnp.maximum(self._soft_low - joint_pos, 0.0)),

@@ -111,6 +111,13 @@ def feet_slip(q: StepQuantities) -> jax.Array:
   return jnp.sum(jnp.square(q.feet_speed_xy) * q.feet_contact)
 
 
+def feet_distance(q: StepQuantities) -> jax.Array:
+  """m the feet are closer sideways than `feet_min_separation_fraction` of their default-pose
+  separation, growing on as the legs cross: where only the feet collide with the floor a
+  sideways step can pass one leg through the other, which no robot can."""
+  return jnp.maximum(q.feet_min_separation_m - q.feet_separation_m, 0.0)
+
+
 def joint_limits(q: StepQuantities) -> jax.Array:
   """rad beyond the soft joint limits, summed."""
   return jnp.sum(q.joint_limit_excess)
@@ -136,6 +143,6 @@ REWARD_TERMS: dict[str, RewardTerm] = {
     f.__name__: f
     for f in (alive, termination, orientation, base_height, lin_vel_z, lin_vel_xy, ang_vel_xy,
               ang_vel_z, pose, joint_vel, torques, action_rate, tracking_lin_vel,
-              tracking_ang_vel, feet_air_time, feet_phase, feet_slip, joint_limits, hip_deviation,
-              knee_deviation, stand_still)
+              tracking_ang_vel, feet_air_time, feet_phase, feet_slip, feet_distance, joint_limits,
+              hip_deviation, knee_deviation, stand_still)
 }

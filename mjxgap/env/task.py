@@ -38,6 +38,9 @@ class TaskConfig:
   # cycle apart; a foot swings in the first half of its cycle, up to `swing_height_m`
   gait_frequency_hz: float = 0.0
   swing_height_m: float = 0.08
+  # `feet_distance` penalises the feet closer sideways than this part of their default-pose
+  # separation
+  feet_min_separation_fraction: float = 0.6
   soft_joint_limit_fraction: float = 0.9  # `joint_limits` penalises beyond this part of a range
   # joints whose deviation from the default pose `hip_deviation` / `knee_deviation` penalise:
   # regular expressions searched in the joint names
@@ -64,6 +67,8 @@ class TaskConfig:
     if self.performance not in PERFORMANCE_MEASURES:
       raise UserError(f"task {self.name}: performance must be one of {PERFORMANCE_MEASURES}, "
                       f"got {self.performance!r}")
+    if not 0 <= self.feet_min_separation_fraction <= 1:
+      raise UserError(f"task {self.name}: feet_min_separation_fraction must be in [0, 1]")
     if not 0 < self.soft_joint_limit_fraction <= 1:
       raise UserError(f"task {self.name}: soft_joint_limit_fraction must be in (0, 1]")
     if "gait_phase" in self.actor_obs + self.critic_obs and not self.gait_frequency_hz > 0:
