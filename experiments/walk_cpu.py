@@ -10,8 +10,9 @@ Resumable: an interrupted training continues from its last checkpoint (`mjxgap t
 --resume`), evaluated checkpoints are not evaluated again. `--save-run` packs the run's config,
 metrics and latest checkpoint into `results/walk_cpu/run_latest.tar.gz` (committed, ~4 MB): on a
 fresh machine the same command unpacks it and resumes instead of starting again. `--lr-drop
-ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE; `--budget-s` shares one
-wall-clock budget between those calls (each gets what the metrics say is left). Target (issue
+ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE (`SECONDSs:RATE`: after
+SECONDS of training); `--budget-s` shares one wall-clock budget between those calls (each gets
+what the metrics say is left). Target (issue
 16): mean horizontal velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes
 of 20 s.
 """
@@ -74,18 +75,19 @@ def _train(run: pathlib.Path, args) -> None:
   """Trains to --total-steps; with --lr-drop, in two `mjxgap train` calls (the second resumes at
   the lower rate); with --budget-s, each call gets what is left of the budget."""
   _restore_run(run, _saved(args.name))
-  legs = [(args.total_steps, None)]
+  budget_s = args.budget_s or None
+  legs = [(args.total_steps, budget_s, None)]  # (to env steps, to training seconds, rate)
   if args.lr_drop:
-    legs = [(args.lr_drop[0], None), (args.total_steps, args.lr_drop[1])]
-  for total_steps, rate in legs:
+    at_steps, at_s, rate = args.lr_drop
+    legs = [(at_steps or args.total_steps, at_s or budget_s, None),
+            (args.total_steps, budget_s, rate)]
+  for total_steps, end_s, rate in legs:
     steps, seconds = _trained(run)
-    if steps >= total_steps:
+    if steps >= total_steps or (end_s and seconds >= end_s):
       continue
     flags = ["--no-progress", "--out", str(run), "--set", f"total_steps={total_steps}"]
-    if args.budget_s:
-      if seconds >= args.budget_s:
-        return
-      flags += ["--set", f"time_limit_s={args.budget_s - seconds:.0f}"]
+    if end_s:
+      flags += ["--set", f"time_limit_s={end_s - seconds:.0f}"]
     if rate is not None:
       flags += ["--set", f"ppo.learning_rate={rate}"]
     if (run / "checkpoints").is_dir():
@@ -211,12 +213,16 @@ def _small_gif(src: pathlib.Path, dst: pathlib.Path, seconds: float = 8.0) -> No
                  optimize=True)
 
 
-def _lr_drop(text: str) -> tuple[int, float]:
-  steps, _, rate = text.partition(":")
+def _lr_drop(text: str) -> tuple[int | None, float | None, float]:
+  """ENV_STEPS:RATE or SECONDSs:RATE -> (env steps or None, training seconds or None, rate)."""
+  at, _, rate = text.partition(":")
   try:
-    return int(float(steps)), float(rate)
+    if at.endswith("s"):
+      return None, float(at[:-1]), float(rate)
+    return int(float(at)), None, float(rate)
   except ValueError:
-    raise argparse.ArgumentTypeError(f"expected ENV_STEPS:RATE (e.g. 17408000:1e-4), got {text!r}")
+    raise argparse.ArgumentTypeError(
+        f"expected ENV_STEPS:RATE or SECONDSs:RATE (e.g. 17408000:1e-4, 5356s:1e-4), got {text!r}")
 
 
 def main() -> None:
@@ -233,7 +239,8 @@ def main() -> None:
                  help="a further `mjxgap train --set` for a new run, e.g. "
                       "task.rewards.tracking_lin_vel=2 (a resumed run keeps its config)")
   p.add_argument("--lr-drop", type=_lr_drop, metavar="ENV_STEPS:RATE",
-                 help="train to ENV_STEPS, then resume at learning rate RATE, e.g. 17408000:1e-4")
+                 help="train to ENV_STEPS (or for SECONDSs of training), then resume at learning "
+                      "rate RATE, e.g. 17408000:1e-4 or 5356s:1e-4")
   p.add_argument("--budget-s", type=float, default=0.0,
                  help="wall-clock budget of the whole training, shared by its calls (0: none)")
   p.add_argument("--seed", type=int, default=0)
