@@ -79,8 +79,8 @@ def _train(run: pathlib.Path, args) -> None:
   legs = [(args.total_steps, budget_s, None)]  # (to env steps, to training seconds, rate)
   if args.lr_drop:
     at_steps, at_s, rate = args.lr_drop
-    legs = [(at_steps or args.total_steps, at_s or budget_s, None),
-            (args.total_steps, budget_s, rate)]
+    first_end_s = min(filter(None, (at_s, budget_s)), default=None)
+    legs = [(at_steps or args.total_steps, first_end_s, None), (args.total_steps, budget_s, rate)]
   for total_steps, end_s, rate in legs:
     steps, seconds = _trained(run)
     if steps >= total_steps or (end_s and seconds >= end_s):
