@@ -12,9 +12,8 @@ metrics and latest checkpoint into `results/walk_cpu/run_latest.tar.gz` (committ
 fresh machine the same command unpacks it and resumes instead of starting again. `--lr-drop
 ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE (`SECONDSs:RATE`: after
 SECONDS of training); `--budget-s` shares one wall-clock budget between those calls (each gets
-what the metrics say is left). Target (issue
-16): mean horizontal velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes
-of 20 s.
+what the metrics say is left). Target (issue 16): mean horizontal velocity-tracking error
+<= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
 """
 
 from __future__ import annotations

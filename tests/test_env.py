@@ -129,7 +129,7 @@ def _np_terms(env, prev, cur, action, i):
   feet0 = feet_at(r.default_qpos)  # sideways separations in the base frame, left minus right
   apart0 = _np_rotate_inverse(r.default_qpos[3:7], feet0[0] - feet0[1])[1]
   apart = np.sign(apart0) * _np_rotate_inverse(qpos[3:7], feet[0] - feet[1])[1]
-  height = feet[:, 2] - feet_at(r.default_qpos)[:, 2]
+  height = feet[:, 2] - feet0[:, 2]
   speed = np.linalg.norm(feet[:, :2] - feet_before[:, :2], axis=1) / env.dt
   cycles = int(cur.info["step"][i]) * env.dt * env.config.gait_frequency_hz
   phase = (2 * np.pi * (cycles % 1.0) + np.array([0.0, np.pi])) % (2 * np.pi)
