@@ -29,6 +29,7 @@ import time
 from common import RESULTS, keep, mjxgap, provenance, read_metrics
 
 TARGET_ERROR_MPS, TARGET_FALL_RATE = 0.2, 0.05
+TARGET_DR = "nominal_dr"  # what every evaluation runs under, whatever the training's (--train-dr)
 PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0", "turn": "0,0,0.8",
          "forward_turn": "0.8,0,0.5"}
 
@@ -93,7 +94,7 @@ def _train(run: pathlib.Path, args) -> None:
       mjxgap("train", "--resume", *flags)
       continue
     mjxgap("train", "--preset", "cpu", "--robot", "builtin", "--task", "walk",
-           "--dr", "nominal_dr", "--seed", str(args.seed), *flags,
+           "--dr", args.train_dr, "--seed", str(args.seed), *flags,
            "--set", f"ppo.symmetry_cost={args.symmetry_cost}",
            "--set", f"ppo.symmetry_augmentation={args.symmetry_augmentation}",
            # Playground's humanoid values: the cpu preset's (stand's) 0.99 and 0.001 let the
@@ -113,7 +114,8 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> li
   for step in sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()):
     if step in points:
       continue
-    r = mjxgap("eval", str(run), "--step", str(step), "--episodes", str(episodes))
+    r = mjxgap("eval", str(run), "--step", str(step), "--episodes", str(episodes),
+               "--dr", TARGET_DR)
     points[step] = {"iteration": step, "env_steps": step * per_iteration,
                     **{k: r[k] for k in ("lin_vel_error_mps", "yaw_rate_error_rad_s",
                                          "fall_rate", "episode_length_fraction")}}
@@ -242,6 +244,9 @@ def main() -> None:
                       "rate RATE, e.g. 17408000:1e-4 or 5356s:1e-4")
   p.add_argument("--budget-s", type=float, default=0.0,
                  help="wall-clock budget of the whole training, shared by its calls (0: none)")
+  p.add_argument("--train-dr", default=TARGET_DR,
+                 help=f"randomization of a new run's training (a preset or .json); evaluations "
+                      f"are under {TARGET_DR}")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--curve-episodes", type=int, default=64)
   p.add_argument("--episodes", type=int, default=256)
@@ -266,7 +271,8 @@ def main() -> None:
   cached = json.loads(finals.read_text()) if finals.is_file() else {}
   if cached.get("iteration") != curve[-1]["iteration"]:
     cached = {"iteration": curve[-1]["iteration"],
-              "final": mjxgap("eval", str(run), "--episodes", str(args.episodes)),
+              "final": mjxgap("eval", str(run), "--episodes", str(args.episodes),
+                              "--dr", TARGET_DR),
               # diagnosis: the same policy without randomization, latency, noise or pushes
               "no_dr": mjxgap("eval", str(run), "--episodes", str(args.curve_episodes),
                               "--dr", "none")}

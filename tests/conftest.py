@@ -24,6 +24,30 @@ def pytest_configure(config):
   enable_compilation_cache()
 
 
+# With pytest-xdist (the README's command runs 2 workers: compiling, most of the suite's time,
+# keeps one core busy), each test file runs whole on one worker, so its module fixtures and
+# compiled functions are built once; each notebook is its own unit. The longest units go first.
+SLOW_FIRST = ("tests/test_notebooks.py::test_notebook_runs", "tests/test_slurm.py")
+
+
+def pytest_collection_modifyitems(items):
+  items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))  # a stable sort
+
+
+try:
+  from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # run without xdist: one process, collection order
+  pass
+else:
+  class _FilesAndNotebooks(LoadScopeScheduling):
+    def _split_scope(self, nodeid: str) -> str:
+      return nodeid if "::test_notebook_runs[" in nodeid else nodeid.split("::", 1)[0]
+
+  def pytest_xdist_make_scheduler(config, log):
+    config.option.loadscopereorder = False  # keep the slow-first order above
+    return _FilesAndNotebooks(config, log)
+
+
 @pytest.fixture(scope="session")
 def builtin_robot():
   from mjxgap.robot import load_robot

@@ -1,5 +1,6 @@
 """Latency (ms, at physics rate), observation noise and pushes, against hand-computed cases."""
 
+import dataclasses
 import json
 
 import jax
@@ -302,9 +303,25 @@ def test_noise_scale_follows_the_actor_layout():
                              [0.1] * 3 + [0.0] * 3 + [0.2] * 3)
 
 
+def test_noise_factor_scales_each_episode_alike():
+  """`obs_noise_factor` (0, 1): one uniform factor per episode on every entry's scale."""
+  from mjxgap.sim.noise import ObsNoise
+  from mjxgap.sim.presets import PRESETS
+
+  dr = dataclasses.replace(PRESETS["nominal_dr"](), obs_noise_factor=(0.0, 1.0))
+  noise = ObsNoise(dr, [("base_lin_vel", 3), ("command", 3), ("gyro", 3)])
+  keys = jax.random.split(jax.random.PRNGKey(3), 4000)
+  scale = np.asarray(jax.vmap(lambda k: noise.episode_scale({}, k))(keys))
+  factor = scale[:, 0] / 0.1
+  np.testing.assert_allclose(scale, factor[:, None] * ([0.1] * 3 + [0.0] * 3 + [0.2] * 3),
+                             rtol=1e-6)
+  assert stats.kstest(factor, stats.uniform(0, 1).cdf).pvalue > 0.01
+
+
 @pytest.mark.parametrize("spec, needle", [
     ({"params": [{"name": "m", "kind": "link_mass", "low": 1.2, "high": 0.8}]}, "low 1.2 > high"),
     ({"action_delay_ms": [-5, 10]}, "action_delay_ms must be"),
+    ({"obs_noise_factor": [1, 0.5]}, "obs_noise_factor must be"),
     ({"params": [{"name": "m", "kind": "wind", "low": 0, "high": 1}]}, "unknown kind 'wind'"),
     ({"params": [{"name": "m", "kind": "kp", "low": 0.9, "high": 1.1, "targets": ["arm_*"]}]},
      "matches no actuator"),

@@ -48,10 +48,17 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):
     host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
     iteration = meta["iteration"]
-  if policy == "trained":
-    act = trainer.policy_fn(host_state.params, host_state.obs_stats)
-  else:
-    act = lambda obs: jnp.zeros(obs.shape[:-1] + (env.action_size,))
+  # The network's weights are an argument, not constants of the program: every checkpoint of a
+  # config, and the zero-action baseline (zeros where the network's actions would be, its
+  # weights then placeholders), run one compiled evaluation.
+  net = (host_state if host_state is not None
+         else jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), trainer.init_abstract()))
+  weights = (net.params, net.obs_stats, np.asarray(policy == "trained"))
+
+  def act(weights, obs):
+    params, obs_stats, trained = weights
+    return jnp.where(trained, trainer.policy_fn(params, obs_stats)(obs), 0.0)
+
   reset = env.reset
   # the ranges the curriculum reached at the checkpoint, every episode over all of them
   if (env.adr is not None and host_state is not None
@@ -62,12 +69,12 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
     level = adr_lib.level(env.adr, adr, boundary_prob=0.0)
     reset = lambda key: env.reset(key, level)
 
-  def run(key):
+  def run(key, weights):
     state = jax.vmap(reset)(jax.random.split(key, episodes))
     role = state.info["episode"].adr  # evaluating a bound: none expected
     evaluators = jnp.zeros((), jnp.int32) if role is None else jnp.sum(role.param >= 0)
     _, steps = vector.rollout(
-        env, state, lambda s, _: act(s.obs["state"]), env.episode_steps,
+        env, state, lambda s, _: act(weights, s.obs["state"]), env.episode_steps,
         record=lambda _, nxt, __: {"reward": nxt.reward, "done": nxt.done,
                                    "fell": nxt.metrics["fell"],
                                    "truncation": nxt.info["truncation"],
@@ -79,7 +86,8 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
     end_command = steps["command"][last, jnp.arange(episodes)]
     return sums, end_command, evaluators
 
-  sums, end_command, evaluators = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed)))
+  sums, end_command, evaluators = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed),
+                                                                            weights))
   length = sums["length"]
   ret, fell, timed_out = sums["reward"], sums["fell"], sums["truncation"]
   lin, yaw = sums["lin_vel_error_mps"] / length, sums["yaw_rate_error_rad_s"] / length

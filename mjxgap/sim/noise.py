@@ -4,7 +4,8 @@ controls it, and the noise itself at every control step.
 `DomainRandomization.obs_noise` names observation terms and a scale in the term's unit
 (half-width for uniform noise, standard deviation for gaussian); every entry of a term the actor
 observes gets its scale (a sensor the policy does not read adds nothing). An ADR item
-`obs_noise.<term>` replaces that term's scale by a per-episode draw.
+`obs_noise.<term>` replaces that term's scale by a per-episode draw; `obs_noise_factor` then
+scales every entry by one per-episode factor.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class ObsNoise:
   def __init__(self, dr, layout: list[tuple[str, int]], adr_items: tuple[str, ...] = ()):
     noise = dict(dr.obs_noise)  # names checked by the env against its observation terms
     self.distribution = dr.obs_noise_distribution
+    self.factor = dr.obs_noise_factor
     self._adr: list[tuple[str, int, int]] = []  # (ADR item, first index, size)
     scale = []
     for term, size in layout:
@@ -42,6 +44,10 @@ class ObsNoise:
       lo, hi = ranges[item]
       draw = jax.random.uniform(jax.random.fold_in(key, i), minval=lo, maxval=hi)
       scale = scale.at[start:start + size].set(draw)
+    if self.factor != (1.0, 1.0):
+      lo, hi = self.factor
+      scale = scale * jax.random.uniform(jax.random.fold_in(key, len(self._adr)), minval=lo,
+                                         maxval=hi)
     return scale
 
   def apply(self, obs: jax.Array, scale: jax.Array | None, key: jax.Array) -> jax.Array:

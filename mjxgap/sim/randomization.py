@@ -40,7 +40,9 @@ class DomainRandomization:
 
   Delays in ms (uniform per episode, plus uniform per-step jitter of +-`delay_jitter_ms`);
   `obs_noise` maps actor observation terms to a noise scale in the term's unit (half-width for
-  uniform, standard deviation for gaussian); pushes are base velocity kicks of a uniform
+  uniform, standard deviation for gaussian), each scale times a factor drawn per episode,
+  uniform in `obs_noise_factor` ((1, 1): the scales as given; training on (0, 1) also shows the
+  policy quieter sensors than its worst); pushes are base velocity kicks of a uniform
   magnitude in `push_velocity_mps`, every uniform interval in `push_interval_s`.
   """
 
@@ -50,6 +52,7 @@ class DomainRandomization:
   delay_jitter_ms: float = 0.0
   obs_noise: tuple[tuple[str, float], ...] = ()
   obs_noise_distribution: str = "uniform"
+  obs_noise_factor: tuple[float, float] = (1.0, 1.0)
   push_velocity_mps: tuple[float, float] = (0.0, 0.0)
   push_interval_s: tuple[float, float] = (5.0, 15.0)
   # (joint name pattern, low ms, high ms): extra staleness of that group's joint readings,
@@ -61,7 +64,8 @@ class DomainRandomization:
   adr: ADRConfig | None = None
 
   def validate(self) -> None:
-    for field in ("action_delay_ms", "obs_delay_ms", "push_velocity_mps", "push_interval_s"):
+    for field in ("action_delay_ms", "obs_delay_ms", "obs_noise_factor", "push_velocity_mps",
+                  "push_interval_s"):
       lo, hi = getattr(self, field)
       if not (np.isfinite(lo) and np.isfinite(hi)) or lo < 0 or lo > hi:
         raise UserError(f"randomization: {field} must be (low, high) with 0 <= low <= high, "
