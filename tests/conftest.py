@@ -27,7 +27,8 @@ def pytest_configure(config):
 # With pytest-xdist (the README's command runs 2 workers: compiling, most of the suite's time,
 # keeps one core busy), each test file runs whole on one worker, so its module fixtures and
 # compiled functions are built once; each notebook is its own unit. The longest units go first.
-SLOW_FIRST = ("tests/test_notebooks.py::test_notebook_runs", "tests/test_slurm.py")
+SLOW_FIRST = ("tests/test_notebooks.py::test_notebook_runs", "tests/test_slurm.py",
+              "tests/test_readme.py", "tests/test_train.py", "tests/test_walk.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -13,6 +13,27 @@ from mjxgap.sim import latency
 from mjxgap.process import mjx
 from mjxgap.cli import main
 from mjxgap.sim.randomization import DomainRandomization
+
+
+def _steps(env, key, actions, reset=None):
+  """[the reset state, the state after each of `actions`] of one env, in one jitted scan (a
+  Python loop inside jit would compile a copy of the whole step per action)."""
+  @jax.jit
+  def run(key):
+    s0 = (reset or env.reset)(key)
+    return s0, jax.lax.scan(lambda s, a: (env.step(s, a),) * 2, s0, actions)[1]
+
+  s0, after = run(key)
+  return [s0] + [jax.tree.map(lambda x, i=i: x[i], after) for i in range(len(actions))]
+
+
+@jax.jit
+def _bare(model, data, targets):
+  """(qpos, qvel) after each bare mjx.step fed `targets[i]` [k, nu] as its ctrl."""
+  def substep(d, target):
+    d = mjx.step(model, d.replace(ctrl=target))
+    return d, (d.qpos, d.qvel)
+  return jax.lax.scan(substep, data, jnp.stack(targets))[1]
 from mjxgap.runs.factory import make_env
 
 
@@ -67,29 +88,14 @@ def test_env_applies_action_and_observation_delay(delayed):
   env = delayed
   a1, a2 = jnp.full(env.action_size, 0.3), jnp.full(env.action_size, -0.2)
 
-  @jax.jit
-  def run(key):
-    s0 = env.reset(key)
-    s1 = env.step(s0, a1)
-    s2 = env.step(s1, a2)
-    return s0, s1, s2
-
-  s0, s1, s2 = run(jax.random.PRNGKey(0))
+  s0, s1, s2 = _steps(env, jax.random.PRNGKey(0), jnp.stack([a1, a2]))
   default = env._default_joint_pos
   scale = env.config.action_scale_rad
   t0, t1, t2 = default, default + scale * a1, default + scale * a2
   # 28 ms = 7 substeps: period 1 acts on t0 (5 substeps); period 2 on t0 x2 then t1 x3
   per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3
 
-  @jax.jit
-  def bare(data):
-    states = []
-    for target in per_substep:
-      data = mjx.step(env.mjx_model, data.replace(ctrl=target))
-      states.append(data.qpos)
-    return jnp.stack(states)
-
-  qpos = np.asarray(bare(s0.pipeline_state))
+  qpos = np.asarray(_bare(env.mjx_model, s0.pipeline_state, per_substep)[0])
   np.testing.assert_allclose(s1.pipeline_state.qpos, qpos[4], atol=1e-5)
   np.testing.assert_allclose(s2.pipeline_state.qpos, qpos[9], atol=1e-5)
   # without the delay the second period would have acted on t1 throughout: clearly different
@@ -128,15 +134,7 @@ def test_jitter_and_a_long_observation_delay_against_bare_physics(builtin_robot)
   actions = jnp.stack([jnp.full(env.action_size, 0.3 * (-1) ** c + 0.05 * c)
                        for c in range(steps)])
 
-  @jax.jit
-  def run(key):
-    s = env.reset(key)
-    out = [s]
-    for c in range(steps):
-      out.append(env.step(out[-1], actions[c]))
-    return out
-
-  states = run(jax.random.PRNGKey(4))
+  states = _steps(env, jax.random.PRNGKey(4), actions)
   sim_ms = env.robot.sim_dt * 1000
   act_d, obs_d = [], []
   for s in states[:-1]:  # step(): rng, k_cmd, k_jitter, k_noise, k_push = split(rng, 5)
@@ -151,15 +149,8 @@ def test_jitter_and_a_long_observation_delay_against_bare_physics(builtin_robot)
   naive = _bus(act_d, n, default, issued, monotone=False)
   assert any(not np.array_equal(a, b) for a, b in zip(per_substep, naive)), act_d
 
-  @jax.jit
-  def bare(data):
-    qpos = [data.qpos]
-    for target in per_substep:
-      data = mjx.step(env.mjx_model, data.replace(ctrl=target))
-      qpos.append(data.qpos)
-    return jnp.stack(qpos)
-
-  qpos = np.asarray(bare(states[0].pipeline_state))  # qpos[g]: after g physics steps
+  qpos = np.concatenate([np.asarray(states[0].pipeline_state.qpos)[None],  # qpos[g]: after
+                         _bare(env.mjx_model, states[0].pipeline_state, per_substep)[0]])  # g steps
   joint, adr = slice(6, 6 + env.action_size), env.robot.qpos_adr
   age, oldest = 10**9, 12  # the history holds (30 + 16) ms / 4 ms = 11.5 -> 12 steps back
   for c in range(1, steps + 1):
@@ -181,26 +172,17 @@ def test_adr_pinned_delay_against_bare_physics(builtin_robot):
   ranges = _level(jnp.array([8.0]), jnp.array([28.0]), 1.0)
   a1, a2 = jnp.full(env.action_size, 0.3), jnp.full(env.action_size, -0.2)
 
-  @jax.jit
-  def run(key):
-    s0 = env.reset(key, ranges)
-    s1 = env.step(s0, a1)
-    return s0, s1, env.step(s1, a2)
-
-  s0, s1, s2 = run(jax.random.PRNGKey(0))  # key 0: evaluator of the high bound (checked)
+  # key 0: the evaluator of the high bound (checked)
+  s0, s1, s2 = _steps(env, jax.random.PRNGKey(0), jnp.stack([a1, a2]),
+                      reset=lambda key: env.reset(key, ranges))
   assert int(s0.info["episode"].adr.param) == 0 and int(s0.info["episode"].adr.side) == 1
   assert float(s0.info["episode"].action_delay_ms) == 28.0
   default = env._default_joint_pos
   t0, t1 = default, default + env.config.action_scale_rad * a1
   per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3  # 28 ms = 7 substeps of 4 ms
 
-  @jax.jit
-  def bare(data):
-    for target in per_substep:
-      data = mjx.step(env.mjx_model, data.replace(ctrl=target))
-    return data.qpos
-
-  np.testing.assert_allclose(s2.pipeline_state.qpos, bare(s0.pipeline_state), atol=1e-5)
+  np.testing.assert_allclose(s2.pipeline_state.qpos,
+                             _bare(env.mjx_model, s0.pipeline_state, per_substep)[0][-1], atol=1e-5)
 
 
 def test_joint_group_staleness(builtin_robot):
@@ -209,23 +191,9 @@ def test_joint_group_staleness(builtin_robot):
   env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
   a = jnp.full(env.action_size, 0.3)
 
-  @jax.jit
-  def run(key):
-    s0 = env.reset(key)
-    return s0, env.step(env.step(s0, a), a)
-
-  s0, s2 = run(jax.random.PRNGKey(0))
+  s0, _, s2 = _steps(env, jax.random.PRNGKey(0), jnp.stack([a, a]))
   target = env._default_joint_pos + env.config.action_scale_rad * a
-
-  @jax.jit
-  def bare(data):
-    states = []
-    for _ in range(2 * env.n_substeps):
-      data = mjx.step(env.mjx_model, data.replace(ctrl=target))
-      states.append(data.qpos)
-    return jnp.stack(states)
-
-  qpos = np.asarray(bare(s0.pipeline_state))
+  qpos = np.asarray(_bare(env.mjx_model, s0.pipeline_state, [target] * (2 * env.n_substeps))[0])
   seen = np.asarray(s2.obs["state"][6:6 + env.action_size]) + np.asarray(env._default_joint_pos)
   adr = env.robot.qpos_adr
   left = np.array([j.startswith("left_") for j in env.robot.joint_names])
@@ -243,15 +211,7 @@ def test_push_changes_base_velocity_by_the_kick(builtin_robot):
   dr = DomainRandomization(push_velocity_mps=(0.5, 1.5), push_interval_s=(0.06, 0.1))
   env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
 
-  @jax.jit
-  def run(key):
-    s = env.reset(key)
-    out = [s]
-    for _ in range(6):
-      out.append(env.step(out[-1], jnp.zeros(env.action_size)))
-    return out
-
-  states = run(jax.random.PRNGKey(2))
+  states = _steps(env, jax.random.PRNGKey(2), jnp.zeros((6, env.action_size)))
   countdown = int(states[0].info["push_countdown"])
   assert 3 <= countdown <= 5  # 0.06-0.1 s at 50 Hz
   kicks = [np.asarray(s.info["push_velocity"]) for s in states[1:]]
@@ -263,11 +223,8 @@ def test_push_changes_base_velocity_by_the_kick(builtin_robot):
   before = states[pushed[0]].pipeline_state
   kicked = before.replace(qvel=before.qvel.at[0:2].add(kick))
 
-  @jax.jit
-  def bare(data):
-    for _ in range(env.n_substeps):
-      data = mjx.step(env.mjx_model, data.replace(ctrl=env._default_joint_pos))
-    return data.qvel
+  def bare(data):  # the velocity after one control period holding the default pose
+    return _bare(env.mjx_model, data, [env._default_joint_pos] * env.n_substeps)[1][-1]
 
   np.testing.assert_allclose(states[pushed[0] + 1].pipeline_state.qvel, bare(kicked), atol=1e-4)
   assert np.linalg.norm(np.asarray(bare(kicked))[:2] - np.asarray(bare(before))[:2]) > 0.3

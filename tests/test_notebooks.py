@@ -11,8 +11,9 @@ import time
 import pytest
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
-# s per notebook with MJXGAP_NOTEBOOK_SMOKE=1 on 2 CPU cores (measured: README, Notebooks)
-BUDGET_S = {"01_quickstart": 240, "02_randomization": 180, "03_adr": 300, "04_actuator": 180,
+# s per notebook with MJXGAP_NOTEBOOK_SMOKE=1 on 2 CPU cores, from a cold compilation cache with
+# the other test worker busy (measured: README, Notebooks)
+BUDGET_S = {"01_quickstart": 360, "02_randomization": 180, "03_adr": 420, "04_actuator": 180,
             "05_deploy": 240, "06_gap": 180}
 names = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
 
