@@ -13,6 +13,7 @@ from mjxgap.sim import latency
 from mjxgap.process import mjx
 from mjxgap.cli import main
 from mjxgap.sim.randomization import DomainRandomization
+from mjxgap.runs.factory import make_env
 
 
 def _steps(env, key, actions, reset=None):
@@ -34,7 +35,6 @@ def _bare(model, data, targets):
     d = mjx.step(model, d.replace(ctrl=target))
     return d, (d.qpos, d.qvel)
   return jax.lax.scan(substep, data, jnp.stack(targets))[1]
-from mjxgap.runs.factory import make_env
 
 
 def _physics_rate_sequence(delays, n_substeps=5):
@@ -149,8 +149,9 @@ def test_jitter_and_a_long_observation_delay_against_bare_physics(builtin_robot)
   naive = _bus(act_d, n, default, issued, monotone=False)
   assert any(not np.array_equal(a, b) for a, b in zip(per_substep, naive)), act_d
 
-  qpos = np.concatenate([np.asarray(states[0].pipeline_state.qpos)[None],  # qpos[g]: after
-                         _bare(env.mjx_model, states[0].pipeline_state, per_substep)[0]])  # g steps
+  # qpos[g]: after g physics steps
+  qpos = np.concatenate([np.asarray(states[0].pipeline_state.qpos)[None],
+                         _bare(env.mjx_model, states[0].pipeline_state, per_substep)[0]])
   joint, adr = slice(6, 6 + env.action_size), env.robot.qpos_adr
   age, oldest = 10**9, 12  # the history holds (30 + 16) ms / 4 ms = 11.5 -> 12 steps back
   for c in range(1, steps + 1):
