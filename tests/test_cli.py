@@ -43,6 +43,7 @@ def test_help_from_another_directory(tmp_path):
     (["bench", "env", "--num-envs", "64,x"], "--num-envs"),
     (["rollout", "--seconds", "nan"], "--seconds"),
     (["rollout", "--task", "fly"], "unknown task 'fly'"),
+    (["bench", "train", "--set", "ppo.num_epoch=8"], "PPOConfig has no field 'num_epoch'"),
     (["nonsense"], "invalid choice"),
 ])
 def test_bad_arguments_one_line_exit_2(argv, needle, capsys):

@@ -113,6 +113,23 @@ def test_ppo_loss_hand_computed(vclip, norm_adv):
   assert float(loss) == pytest.approx(total, rel=1e-5)
 
 
+def test_smoothness_loss_hand_computed():
+  """The CAPS spatial term: the mean squared change of the action mean w * obs under the
+  batch's perturbation, times its weight, on top of the PPO loss."""
+  params = {"actor": jnp.array(0.8), "critic": jnp.array(1.3), "log_std": jnp.array([-0.2])}
+  b = _hand_batch()
+  b = b._replace(perturbed_obs=b.obs + jnp.array([[0.1], [-0.2], [0.3], [0.0]]))
+  kw = dict(clip_epsilon=0.2, value_clip_epsilon=0.0, value_cost=0.5, entropy_cost=0.01,
+            normalize_advantages=False)
+  actor, critic = lambda w, x: w * x, lambda c, x: c * x
+  smooth, info = losses.ppo_loss(params, actor, critic, b, smoothness_cost=2.0, **kw)
+  plain, plain_info = losses.ppo_loss(params, actor, critic, b, **kw)
+  expected = (0.08 ** 2 + 0.16 ** 2 + 0.24 ** 2 + 0.0) / 4  # 0.8 x (0.1, -0.2, 0.3, 0)
+  assert float(info["smoothness_loss"]) == pytest.approx(expected, rel=1e-5)
+  assert float(smooth - plain) == pytest.approx(2.0 * expected, rel=1e-4)
+  assert "smoothness_loss" not in plain_info
+
+
 def test_gaussian_log_prob_and_entropy_match_scipy():
   from scipy import stats
 

@@ -107,9 +107,8 @@ def test_step_uses_each_envs_own_model(dr_states, builtin_robot):
   @jax.jit
   def bare(fields, data, target):
     model = env.mjx_model.replace(**fields)
-    for _ in range(env.n_substeps):
-      data = mjx.step(model, data.replace(ctrl=target))
-    return data
+    substep = lambda d, _: (mjx.step(model, d.replace(ctrl=target)), None)
+    return jax.lax.scan(substep, data, None, length=env.n_substeps)[0]
 
   for i in (0, 5):
     pick = lambda x: x[i]

@@ -361,8 +361,10 @@ def test_eval_prints_json_metrics(runs, capsys, tmp_path):
 
 
 def test_bench_train_reports_learner_overhead(capsys):
+  # SMALL's config, so the training iteration is the compiled program of the runs above
   code, out, err = _cli(["bench", "train", "--preset", "smoke", "--num-envs", "8",
-                         "--dr", "nominal_dr", "--iterations", "2"], capsys)
+                         "--dr", "nominal_dr", "--iterations", "2",
+                         "--set", "task.episode_length_s=1.0"], capsys)
   assert code == 0, err
   r = json.loads(out)
   # the smoke preset's rollout at 8 envs; timings only positive (a 2-iteration timing on a
@@ -520,6 +522,24 @@ def test_extended_linear_schedule_continues_from_the_last_rate():
   same = first.resume(states[2])
   for x, y in zip(jax.tree.leaves(same.lr_schedule), jax.tree.leaves(states[2].lr_schedule)):
     np.testing.assert_array_equal(x, y)
+
+
+def test_smoothness_loss_makes_the_action_mean_less_sensitive():
+  """Stated before running: the same 30 iterations of the toy task with a heavy smoothness loss
+  (`ppo.smoothness_cost`) leave an actor whose mean moves less than half as much under
+  perturbations of its normalised input as without it."""
+  x = jax.random.normal(jax.random.PRNGKey(7), (256, *PointToTarget().observation_size["state"]))
+  dx = 0.5 * jax.random.normal(jax.random.PRNGKey(8), x.shape)
+  change = {}
+  for cost in (0.0, 10.0):
+    trainer = _toy_trainer(30, smoothness_cost=cost, smoothness_obs_std=0.5, learning_rate=3e-3)
+    state = trainer.init(0)
+    for _ in range(30):
+      state, m = trainer.iteration(state)
+    assert ("smoothness_loss" in m) == (cost > 0)
+    mean = lambda obs: trainer.actor.apply(state.params["actor"], obs)
+    change[cost] = float(np.mean(np.square(mean(x + dx) - mean(x))))
+  assert change[10.0] < 0.5 * change[0.0], change
 
 
 class _ShortEpisodes(PointToTarget):

@@ -25,6 +25,10 @@ class PPOConfig:
   symmetry_cost: float = 0.0  # weight of the left/right mirror symmetry loss (0: off)
   # add each transition's left/right mirror image to the policy loss (twice the samples)
   symmetry_augmentation: bool = False
+  # weight of the smoothness loss: the action mean's mean squared change under a Gaussian
+  # perturbation of smoothness_obs_std (in normalised observation units) (0: off)
+  smoothness_cost: float = 0.0
+  smoothness_obs_std: float = 0.1
   learning_rate: float = 3e-4
   lr_schedule: str = "constant"  # constant | linear (to 0 at total_steps)
   max_grad_norm: float = 1.0
@@ -53,7 +57,8 @@ class PPOConfig:
                  "init_noise_std", "action_clip"):
       if not getattr(self, name) > 0:
         raise UserError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
-    for name in ("value_clip_epsilon", "value_cost", "entropy_cost", "symmetry_cost"):
+    for name in ("value_clip_epsilon", "value_cost", "entropy_cost", "symmetry_cost",
+                 "smoothness_cost", "smoothness_obs_std"):
       if not getattr(self, name) >= 0:
         raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
     if self.lr_schedule not in ("constant", "linear"):

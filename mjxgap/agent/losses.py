@@ -41,6 +41,7 @@ class Batch(NamedTuple):
   advantage: jax.Array
   target: jax.Array
   mirrored_obs: jax.Array | None = None  # `obs` of the left/right mirrored robot (symmetry)
+  perturbed_obs: jax.Array | None = None  # `obs` plus a small perturbation (smoothness)
 
 
 def _mean(x: jax.Array, axis_name: str | None) -> jax.Array:
@@ -52,9 +53,9 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
              value_clip_epsilon: float, value_cost: float, entropy_cost: float,
              normalize_advantages: bool, symmetry_cost: float = 0.0,
              symmetry_augmentation: bool = False, mirror_action: Callable | None = None,
-             axis_name: str | None = None):
-  """Clipped surrogate + value loss - entropy bonus (+ symmetry loss), averaged over the batch
-  on every device.
+             smoothness_cost: float = 0.0, axis_name: str | None = None):
+  """Clipped surrogate + value loss - entropy bonus (+ symmetry and smoothness losses),
+  averaged over the batch on every device.
 
   The symmetry loss is the mean squared difference between the action mean in the mirrored
   state and the mirror of the action mean (`mirror_action`): zero for a policy that acts the
@@ -64,6 +65,10 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
   mirrored action in the mirrored state, with the same advantage, and as behaviour probability
   the original action's (the mirror is a signed permutation: the mirrored sample is drawn with
   exactly that density). Twice the policy samples per env step; the critic sees the originals.
+
+  The smoothness loss (the spatial term of CAPS, Mysore et al. 2021) is the mean squared change
+  of the action mean when the observation is perturbed (`perturbed_obs`): it bounds how much
+  sensor noise moves the deterministic action, so the policy cannot come to rely on it.
 
   With `axis_name`, the advantage statistics are those of the whole batch across devices, so
   averaging the devices' gradients equals the gradient of one device holding all the data.
@@ -101,6 +106,10 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
   if symmetry_cost > 0:
     info["symmetry_loss"] = jnp.mean(jnp.square(mirrored_mean - mirror_action(mean)))
     loss = loss + symmetry_cost * info["symmetry_loss"]
+  if smoothness_cost > 0:
+    info["smoothness_loss"] = jnp.mean(jnp.square(
+        apply_actor(params["actor"], batch.perturbed_obs) - mean))
+    loss = loss + smoothness_cost * info["smoothness_loss"]
   info |= {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": ent,
           "approx_kl": jnp.mean((ratio - 1.0) - (logp - batch.log_prob)),
           "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32))}

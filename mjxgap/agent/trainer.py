@@ -231,7 +231,8 @@ class Trainer:
                        normalize_advantages=cfg.normalize_advantages,
                        symmetry_cost=cfg.symmetry_cost,
                        symmetry_augmentation=cfg.symmetry_augmentation,
-                       mirror_action=self.mirrors[1] if self.mirrors else None)
+                       mirror_action=self.mirrors[1] if self.mirrors else None,
+                       smoothness_cost=cfg.smoothness_cost)
 
     def minibatch_step(carry, mb):
       params, opt_state = carry
@@ -259,12 +260,18 @@ class Trainer:
     adv, target = losses.gae(tr["reward"], tr["value"], tr["next_value"], tr["done"],
                              tr["truncation"], cfg.discount, cfg.gae_lambda)
     flat = lambda x: x.reshape(-1, *x.shape[2:])
+    perturbed = None
+    if cfg.smoothness_cost > 0:  # its own key, so the default random stream is unchanged
+      k_sgd, k_perturb = jax.random.split(k_sgd)
+      noise = jax.random.normal(jax.random.fold_in(k_perturb, device), tr["obs"].shape)
+      perturbed = flat(tr["obs"] + cfg.smoothness_obs_std * noise)
     batch = losses.Batch(obs=flat(tr["obs"]), critic_obs=flat(tr["critic_obs"]),
                          action=flat(tr["action"]), log_prob=flat(tr["log_prob"]),
                          value=flat(tr["value"]), advantage=flat(adv), target=flat(target),
                          mirrored_obs=(flat(self._normalize(state.obs_stats,
                                                             self.mirrors[0](tr["raw_obs"])))
-                                       if self.mirrors else None))
+                                       if self.mirrors else None),
+                         perturbed_obs=perturbed)
     lr = learning_rate(state.lr_schedule, state.iteration)
     params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
                                             jax.random.fold_in(k_sgd, device), lr)

@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--preset", default="cpu", help="training preset whose learner is timed")
   p.add_argument("--num-envs", type=_positive_int, default=256)
   p.add_argument("--iterations", type=_positive_int, default=5, help="timed iterations")
+  p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                 help="a config field, as for train (e.g. ppo.num_epochs=8); repeatable")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--out", help="also write the JSON result to this file")
 
@@ -390,7 +392,7 @@ def run(argv: list[str] | None = None) -> int:
     from mjxgap.evaluation.bench import bench_train
 
     _emit(bench_train(args.robot, args.task, args.num_envs, args.iterations, args.preset,
-                      args.dr, args.seed, args.actuator or "pd"), args.out)
+                      args.dr, args.seed, args.actuator or "pd", tuple(args.set)), args.out)
   elif args.command == "bench" and args.bench_command == "env":
     from mjxgap.evaluation.bench import bench_env
 

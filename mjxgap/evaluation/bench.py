@@ -107,11 +107,12 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
 
 def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
                 iterations: int = 5, preset: str = "cpu", randomization: str = "none",
-                seed: int = 0, actuator: str = "pd") -> dict:
+                seed: int = 0, actuator: str = "pd", overrides: tuple[str, ...] = ()) -> dict:
   """Training env steps/s against rollout-only env steps/s on the same envs and policy.
 
   The rollout-only loop is the training iteration's own rollout (policy inference included)
   without GAE, SGD or normaliser updates, so `learner_overhead` is what learning costs.
+  `overrides` are `mjxgap train --set` assignments (`ppo.num_epochs=8`, ...).
   """
   import dataclasses
 
@@ -121,6 +122,7 @@ def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256
   config = dataclasses.replace(base, robot=robot, task=task, dr=randomization, seed=seed,
                                actuator=actuator,
                                ppo=dataclasses.replace(base.ppo, num_envs=num_envs))
+  config = run_config.apply_overrides(config, list(overrides))
   inputs = check(config)
   t_start = time.perf_counter()
   trainer = make_trainer(config, inputs.env(load_robot(config.robot)))
