@@ -68,7 +68,7 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
 
   The smoothness loss (the spatial term of CAPS, Mysore et al. 2021) is the mean squared change
   of the action mean when the observation is perturbed (`perturbed_obs`): it bounds how much
-  sensor noise moves the deterministic action, so the policy cannot come to rely on it.
+  sensor noise moves the deterministic action.
 
   With `axis_name`, the advantage statistics are those of the whole batch across devices, so
   averaging the devices' gradients equals the gradient of one device holding all the data.
