@@ -10,7 +10,10 @@ from mjxgap.rendering import offscreen_gl
 # MuJoCo reads MUJOCO_GL once, at import: choose an offscreen backend (egl, osmesa) before it
 offscreen_gl()
 
-from mjxgap.process import enable_compilation_cache  # noqa: E402  (imports MuJoCo)
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from mjxgap.process import enable_compilation_cache, mjx  # noqa: E402  (imports MuJoCo)
 
 SHARED_ROBOTS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "robots"
 BERKELEY = SHARED_ROBOTS / "berkeley_humanoid" / "scene_mjx_feetonly_flat_terrain.xml"
@@ -78,6 +81,21 @@ def train_and_export(root, train_argv):
 def small_export(tmp_path_factory):
   """`SMALL_RUN` trained and exported, shared by the export and gap tests."""
   return train_and_export(tmp_path_factory.mktemp("small_export"), SMALL_RUN)
+
+
+@jax.jit
+def _bare_scan(model, data, targets):
+  def substep(d, target):
+    d = mjx.step(model, d.replace(ctrl=target))
+    return d, (d.qpos, d.qvel)
+  return jax.lax.scan(substep, data, targets)[1]
+
+
+def bare_mjx_steps(model, data, targets):
+  """(qpos, qvel) after each bare mjx.step fed `targets[i]` [nu] as its ctrl, in one jitted scan
+  (a Python loop inside jit would compile a copy of mjx.step per target): the reference the
+  env's stepping is compared with."""
+  return _bare_scan(model, data, jnp.stack(targets))
 
 
 def base_frame(quat_wxyz, v_world):

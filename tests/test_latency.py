@@ -10,10 +10,11 @@ import pytest
 from scipy import stats
 
 from mjxgap.sim import latency
-from mjxgap.process import mjx
 from mjxgap.cli import main
 from mjxgap.sim.randomization import DomainRandomization
 from mjxgap.runs.factory import make_env
+
+from conftest import bare_mjx_steps
 
 
 def _steps(env, key, actions, reset=None):
@@ -26,15 +27,6 @@ def _steps(env, key, actions, reset=None):
 
   s0, after = run(key)
   return [s0] + [jax.tree.map(lambda x, i=i: x[i], after) for i in range(len(actions))]
-
-
-@jax.jit
-def _bare(model, data, targets):
-  """(qpos, qvel) after each bare mjx.step fed `targets[i]` [k, nu] as its ctrl."""
-  def substep(d, target):
-    d = mjx.step(model, d.replace(ctrl=target))
-    return d, (d.qpos, d.qvel)
-  return jax.lax.scan(substep, data, jnp.stack(targets))[1]
 
 
 def _physics_rate_sequence(delays, n_substeps=5):
@@ -95,7 +87,7 @@ def test_env_applies_action_and_observation_delay(delayed):
   # 28 ms = 7 substeps: period 1 acts on t0 (5 substeps); period 2 on t0 x2 then t1 x3
   per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3
 
-  qpos = np.asarray(_bare(env.mjx_model, s0.pipeline_state, per_substep)[0])
+  qpos = np.asarray(bare_mjx_steps(env.mjx_model, s0.pipeline_state, per_substep)[0])
   np.testing.assert_allclose(s1.pipeline_state.qpos, qpos[4], atol=1e-5)
   np.testing.assert_allclose(s2.pipeline_state.qpos, qpos[9], atol=1e-5)
   # without the delay the second period would have acted on t1 throughout: clearly different
@@ -151,7 +143,7 @@ def test_jitter_and_a_long_observation_delay_against_bare_physics(builtin_robot)
 
   # qpos[g]: after g physics steps
   qpos = np.concatenate([np.asarray(states[0].pipeline_state.qpos)[None],
-                         _bare(env.mjx_model, states[0].pipeline_state, per_substep)[0]])
+                         bare_mjx_steps(env.mjx_model, states[0].pipeline_state, per_substep)[0]])
   joint, adr = slice(6, 6 + env.action_size), env.robot.qpos_adr
   age, oldest = 10**9, 12  # the history holds (30 + 16) ms / 4 ms = 11.5 -> 12 steps back
   for c in range(1, steps + 1):
@@ -183,7 +175,7 @@ def test_adr_pinned_delay_against_bare_physics(builtin_robot):
   per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3  # 28 ms = 7 substeps of 4 ms
 
   np.testing.assert_allclose(s2.pipeline_state.qpos,
-                             _bare(env.mjx_model, s0.pipeline_state, per_substep)[0][-1], atol=1e-5)
+                             bare_mjx_steps(env.mjx_model, s0.pipeline_state, per_substep)[0][-1], atol=1e-5)
 
 
 def test_joint_group_staleness(builtin_robot):
@@ -194,7 +186,7 @@ def test_joint_group_staleness(builtin_robot):
 
   s0, _, s2 = _steps(env, jax.random.PRNGKey(0), jnp.stack([a, a]))
   target = env._default_joint_pos + env.config.action_scale_rad * a
-  qpos = np.asarray(_bare(env.mjx_model, s0.pipeline_state, [target] * (2 * env.n_substeps))[0])
+  qpos = np.asarray(bare_mjx_steps(env.mjx_model, s0.pipeline_state, [target] * (2 * env.n_substeps))[0])
   seen = np.asarray(s2.obs["state"][6:6 + env.action_size]) + np.asarray(env._default_joint_pos)
   adr = env.robot.qpos_adr
   left = np.array([j.startswith("left_") for j in env.robot.joint_names])
@@ -225,7 +217,7 @@ def test_push_changes_base_velocity_by_the_kick(builtin_robot):
   kicked = before.replace(qvel=before.qvel.at[0:2].add(kick))
 
   def bare(data):  # the velocity after one control period holding the default pose
-    return _bare(env.mjx_model, data, [env._default_joint_pos] * env.n_substeps)[1][-1]
+    return bare_mjx_steps(env.mjx_model, data, [env._default_joint_pos] * env.n_substeps)[1][-1]
 
   np.testing.assert_allclose(states[pushed[0] + 1].pipeline_state.qvel, bare(kicked), atol=1e-4)
   assert np.linalg.norm(np.asarray(bare(kicked))[:2] - np.asarray(bare(before))[:2]) > 0.3

@@ -15,6 +15,8 @@ from mjxgap.sim.randomization import ParamSpec
 from mjxgap.runs.factory import make_env
 from mjxgap.env.wrappers import AutoReset
 
+from conftest import bare_mjx_steps
+
 N = 8
 
 
@@ -104,25 +106,23 @@ def test_step_uses_each_envs_own_model(dr_states, builtin_robot):
   """
   env, s0, s1, _ = dr_states
 
-  @jax.jit
-  def bare(fields, data, target):
+  def bare(fields, data, target):  # qpos after one control period on the model with `fields`
     model = env.mjx_model.replace(**fields)
-    substep = lambda d, _: (mjx.step(model, d.replace(ctrl=target)), None)
-    return jax.lax.scan(substep, data, None, length=env.n_substeps)[0]
+    return bare_mjx_steps(model, data, [target] * env.n_substeps)[0][-1]
 
   for i in (0, 5):
     pick = lambda x: x[i]
     target = env._default_joint_pos + s0.info["episode"].default_pose_offset[i]
-    data = bare(jax.tree.map(pick, s0.info["episode"].model),
+    qpos = bare(jax.tree.map(pick, s0.info["episode"].model),
                 jax.tree.map(pick, s0.pipeline_state), target)
     # Not bit-exact: XLA compiles the two programs differently, and the wide preset's stiff
     # gains, light ankle links and frictionloss amplify float32 rounding (seen: 9e-4 rad).
     # Using another env's fields moves the joints a hundred times more (checked below).
-    err = np.abs(np.asarray(s1.pipeline_state.qpos[i]) - np.asarray(data.qpos)).max()
+    err = np.abs(np.asarray(s1.pipeline_state.qpos[i]) - np.asarray(qpos)).max()
     assert err < 2e-3
     other = bare(jax.tree.map(lambda x: x[(i + 3) % N], s0.info["episode"].model),
                  jax.tree.map(pick, s0.pipeline_state), target)
-    assert np.abs(np.asarray(other.qpos) - np.asarray(data.qpos)).max() > 100 * err
+    assert np.abs(np.asarray(other) - np.asarray(qpos)).max() > 100 * err
 
 
 def test_none_is_the_plain_model_exactly(builtin_robot):
