@@ -37,30 +37,68 @@ def test_gait_phase_by_hand():
           math.isclose(got, 2 * math.pi, abs_tol=1e-5) and phase == 0.0, (step, xp.__name__)
 
 
+def _readings(env, s, control_step: int) -> dict:
+  """What a robot reads at `s`, in the runtime's terms (no noise or delay here)."""
+  d, r = s.pipeline_state, env.robot
+  return {"base_quat_wxyz": np.asarray(d.qpos[3:7], np.float64),
+          "base_ang_vel": np.asarray(d.qvel[3:6], np.float64),
+          "base_lin_vel": base_frame(d.qpos[3:7], d.qvel[0:3]),
+          "joint_pos": np.asarray(d.qpos[r.qpos_adr], np.float64),
+          "joint_vel": np.asarray(d.qvel[r.qvel_adr], np.float64),
+          "last_action": np.asarray(s.info["last_action"]),
+          "command": np.asarray(s.info["command"]), "control_step": control_step}
+
+
+def _spec(env, frames: int = 1) -> dict:
+  return {"observation": {"terms": env.observation_layout("actor"), "frames": frames},
+          "default_joint_pos_rad": env.robot.default_joint_pos.tolist(),
+          "control_period_s": env.dt, "gait": {"frequency_hz": env.config.gait_frequency_hz}}
+
+
 def test_runtime_observation_is_the_envs_for_walk(walk):
   """`runtime.observation` (what a robot computes from policy.json) equals the env's actor
   observation at every control step, gait clock and base velocity (MuJoCo's free-joint velocity
   is in the world frame) included (no noise or delay here)."""
-  spec = {"observation": {"terms": walk.observation_layout("actor")},
-          "default_joint_pos_rad": walk.robot.default_joint_pos.tolist(),
-          "control_period_s": walk.dt, "gait": {"frequency_hz": walk.config.gait_frequency_hz}}
+  spec = _spec(walk)
   step = jax.jit(walk.step)
   s = jax.jit(walk.reset)(jax.random.PRNGKey(3))
   rng = np.random.default_rng(0)
-  r = walk.robot
   for k in range(40):
-    d = s.pipeline_state
-    readings = {"base_quat_wxyz": np.asarray(d.qpos[3:7], np.float64),
-                "base_ang_vel": np.asarray(d.qvel[3:6], np.float64),
-                "base_lin_vel": base_frame(d.qpos[3:7], d.qvel[0:3]),
-                "joint_pos": np.asarray(d.qpos[r.qpos_adr], np.float64),
-                "joint_vel": np.asarray(d.qvel[r.qvel_adr], np.float64),
-                "last_action": np.asarray(s.info["last_action"]),
-                "command": np.asarray(s.info["command"]), "control_step": k}
-    np.testing.assert_allclose(runtime.observation(spec, readings), s.obs["state"], rtol=1e-5,
-                               atol=2e-5)
+    np.testing.assert_allclose(runtime.observation(spec, _readings(walk, s, k)), s.obs["state"],
+                               rtol=1e-5, atol=2e-5)
     assert int(s.info["step"]) == k
-    s = step(s, jnp.asarray(rng.uniform(-0.3, 0.3, r.nu), jnp.float32))
+    s = step(s, jnp.asarray(rng.uniform(-0.3, 0.3, walk.robot.nu), jnp.float32))
+
+
+def test_observation_history_on_both_sides_and_its_mirror(builtin_robot):
+  """With `actor_frames` 3 the actor's input is its last 3 observations newest first, the first
+  one in every slot at the start: the env's, and the runtime's stack of observations computed
+  from raw readings, agree step by step; its mirror mirrors each frame."""
+  env = make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1, "actor_frames": 3})
+  spec = _spec(env, frames=3)
+  history = runtime.ObservationHistory(spec)
+  frame = sum(t["size"] for t in spec["observation"]["terms"])
+  step = jax.jit(env.step)
+  s = jax.jit(env.reset)(jax.random.PRNGKey(3))
+  rng = np.random.default_rng(0)
+  frames = []  # by hand: each step's own observation
+  for k in range(6):
+    frames.append(runtime.observation(spec, _readings(env, s, k)))
+    expected = np.concatenate([frames[max(k - j, 0)] for j in range(3)])
+    np.testing.assert_allclose(s.obs["state"], expected, rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(history(_readings(env, s, k)), expected, rtol=1e-5, atol=2e-5)
+    s = step(s, jnp.asarray(rng.uniform(-0.3, 0.3, env.robot.nu), jnp.float32))
+  assert not np.allclose(frames[-1], frames[-2], atol=1e-3)  # the frames differ
+  history.reset()
+  np.testing.assert_allclose(history(_readings(env, s, 0))[:frame],
+                             history.stack[2], rtol=0, atol=0)  # a reset refills every slot
+  obs_mirror, _ = symmetry.actor_mirrors(env)
+  one = symmetry.observation_mirror(env.observation_layout("actor"),
+                                    symmetry.joint_mirror(builtin_robot), env.n_feet)
+  x = np.asarray(s.obs["state"])
+  np.testing.assert_array_equal(obs_mirror(x),
+                                np.concatenate([one(x[j * frame:(j + 1) * frame])
+                                                for j in range(3)]))
 
 
 def _mirror_free_joint(qpos, qvel):

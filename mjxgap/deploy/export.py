@@ -202,9 +202,12 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
       "torque_limit_nm": finite(robot.torque_limit),
       "control_period_s": float(env.dt),
       "physics_step_s": float(robot.sim_dt),
-      "observation": {"size": offset, "terms": layout,
-                      "note": "concatenate the terms in this order; frames and units as given; "
-                              "the normaliser is inside policy.onnx, feed raw values"},
+      "observation": {"size": offset * task.actor_frames, "frames": task.actor_frames,
+                      "frame_size": offset, "terms": layout,
+                      "note": "a frame: the terms concatenated in this order, frames and units "
+                              "as given; the input: the last `frames` frames, newest first, "
+                              "the first frame in every slot at the start; the normaliser is "
+                              "inside policy.onnx, feed raw values"},
       "termination": {"fall_height_m": task.fall_height_fraction * env.default_height,
                       "max_tilt_rad": task.max_tilt_rad,
                       "note": "fallen: base height above the floor below fall_height_m, or the "

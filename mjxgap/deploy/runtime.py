@@ -66,6 +66,25 @@ def observation(spec: dict, readings: dict) -> np.ndarray:
   return np.concatenate(parts).astype(np.float32)
 
 
+class ObservationHistory:
+  """The policy's input: its last `observation.frames` observations (1 if policy.json has no
+  `frames`), newest first; at the start, the first observation fills every slot."""
+
+  def __init__(self, spec: dict):
+    self.spec = spec
+    self.frames = int(spec["observation"].get("frames", 1))
+    self.reset()
+
+  def reset(self) -> None:
+    self.stack = None
+
+  def __call__(self, readings: dict) -> np.ndarray:
+    frame = observation(self.spec, readings)
+    self.stack = (np.tile(frame, (self.frames, 1)) if self.stack is None
+                  else np.concatenate([frame[None], self.stack[:-1]]))
+    return self.stack.reshape(-1)
+
+
 class Policy:
   """`policy.onnx` with its sidecar: observation in, joint position targets out."""
 
@@ -80,17 +99,19 @@ class Policy:
                                         providers=["CPUExecutionProvider"])
     self.default = np.asarray(self.spec["default_joint_pos_rad"])
     self.scale = float(self.spec["action"]["scale_rad"])
+    self.history = ObservationHistory(self.spec)
     self.reset()
 
   def reset(self) -> None:
-    """A new start: no previous action, the gait clock at 0."""
+    """A new start: no previous action or observations, the gait clock at 0."""
     self.last_action = np.zeros(self.spec["action"]["size"], np.float32)
     self.control_step = 0
+    self.history.reset()
 
   def act(self, readings: dict) -> np.ndarray:
     """One control step: the action (kept as the next step's `last_action`)."""
-    obs = observation(self.spec, {**readings, "last_action": self.last_action,
-                                  "control_step": self.control_step})
+    obs = self.history({**readings, "last_action": self.last_action,
+                        "control_step": self.control_step})
     self.last_action = self.session.run([self.spec["onnx"]["output"]],
                                         {self.spec["onnx"]["input"]: obs[None]})[0][0]
     self.control_step += 1

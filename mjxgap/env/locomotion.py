@@ -181,8 +181,9 @@ class LocomotionEnv(Env):
                          jnp.zeros(self.n_feet))
     metrics = {f"reward/{k}": jnp.zeros(()) for k in self.config.rewards}
     metrics |= {k: jnp.zeros(()) for k in ("nan", "fell", "performance", *TRACKING_ERRORS)}
-    return State(pipeline_state=data, obs=self._observe(q, q, k_obs, episode),
-                 reward=jnp.zeros(()), done=jnp.zeros(()), metrics=metrics, info=info)
+    obs, info = self._observe(q, q, k_obs, episode, info)
+    return State(pipeline_state=data, obs=obs, reward=jnp.zeros(()), done=jnp.zeros(()),
+                 metrics=metrics, info=info)
 
   def step(self, state: State, action: jax.Array) -> State:
     cfg, info, plan = self.config, state.info, self.latency
@@ -252,8 +253,8 @@ class LocomotionEnv(Env):
                 # the task's per-episode measure (ADR's), meaningful on the step that ends it
                 "performance": (performance & done).astype(jnp.float32)}
     # The policy sees the action it just sent as its "last action".
-    obs = self._observe(q_actor._replace(last_action=action), q._replace(last_action=action),
-                        k_noise, episode)
+    obs, info = self._observe(q_actor._replace(last_action=action),
+                              q._replace(last_action=action), k_noise, episode, info)
     return state.replace(pipeline_state=data, obs=obs, reward=reward,
                          done=done.astype(jnp.float32), metrics=metrics, info=info)
 
@@ -307,15 +308,25 @@ class LocomotionEnv(Env):
           joint_vel=hist[joint_delay, nq + self._qvel_adr])
     return q_actor, info
 
-  def _observe(self, actor_q, critic_q, key, episode: Episode) -> dict[str, jax.Array]:
-    """Actor: possibly delayed and noisy; critic: the true current state."""
+  def _observe(self, actor_q, critic_q, key, episode: Episode, info: dict):
+    """(observation, info). Actor: possibly delayed and noisy, its last `actor_frames` frames
+    newest first (kept in `info["actor_frames"]`; an episode starts with its first frame in
+    every slot); critic: the true current state."""
     actor = obs_lib.observe(self.config.actor_obs, actor_q)
     actor = self.sampler.noise.apply(actor, episode.obs_noise_scale, key)
-    return {"state": actor, "privileged_state": obs_lib.observe(self.critic_obs, critic_q)}
+    frames = self.config.actor_frames
+    if frames > 1:
+      past = info.get("actor_frames")
+      stack = (jnp.tile(actor, (frames, 1)) if past is None
+               else jnp.concatenate([actor[None], past[:-1]]))
+      info = {**info, "actor_frames": stack}
+      actor = stack.reshape(-1)
+    return {"state": actor, "privileged_state": obs_lib.observe(self.critic_obs, critic_q)}, info
 
   def observation_layout(self, which: str = "actor") -> list[dict]:
     """Name, size, unit and description of each term of the actor (or critic) observation;
-    sizes from the shapes of the step quantities alone (no reset traced)."""
+    sizes from the shapes of the step quantities alone (no reset traced). The actor's is one
+    frame of its input (`actor_frames` of them, newest first)."""
     terms = self.config.actor_obs if which == "actor" else self.critic_obs
     info = {"last_action": jnp.zeros(self.robot.nu), "command": jnp.zeros(3), "episode": None,
             "step": jnp.zeros((), jnp.int32)}

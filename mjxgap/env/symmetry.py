@@ -39,6 +39,12 @@ class Mirror:
   def __call__(self, x):
     return x[..., self.index] * self.sign
 
+  def tiled(self, copies: int) -> "Mirror":
+    """The mirror of `copies` such vectors laid end to end (frames of an observation)."""
+    n = self.index.size
+    return Mirror(np.concatenate([self.index + i * n for i in range(copies)]),
+                  np.tile(self.sign, copies))
+
 
 def _counterpart(name: str, names: tuple[str, ...]) -> str:
   for left, right in SIDE_TOKENS:
@@ -106,6 +112,7 @@ def observation_mirror(layout: list[dict], joints: Mirror, n_feet: int) -> Mirro
 
 
 def actor_mirrors(env) -> tuple[Mirror, Mirror]:
-  """(observation, action) mirrors of `env`'s actor."""
+  """(observation, action) mirrors of `env`'s actor (each of its frames mirrored)."""
   joints = joint_mirror(env.robot)
-  return observation_mirror(env.observation_layout("actor"), joints, env.n_feet), joints
+  frame = observation_mirror(env.observation_layout("actor"), joints, env.n_feet)
+  return frame.tiled(env.config.actor_frames), joints

@@ -47,6 +47,10 @@ class TaskConfig:
   hip_joints: tuple[str, ...] = ("hip_yaw", "hip_roll")
   knee_joints: tuple[str, ...] = ("knee",)
   actor_obs: tuple[str, ...] = ACTOR_OBS
+  # the actor's input: its last `actor_frames` observations (each delayed and noised as read),
+  # newest first; more than one gives it velocities and contacts over time without a velocity
+  # estimate
+  actor_frames: int = 1
   critic_obs: tuple[str, ...] = CRITIC_OBS
   rewards: Mapping[str, float] = dataclasses.field(default_factory=dict)
   # One number per episode that ADR's thresholds apply to: "survival" = 1 if the episode
@@ -64,6 +68,9 @@ class TaskConfig:
                   "gait_frequency_hz", "swing_height_m"):
       if not float(getattr(self, field)) >= 0:
         raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
+    if not (isinstance(self.actor_frames, int) and self.actor_frames >= 1):
+      raise UserError(f"task {self.name}: actor_frames must be an integer >= 1, "
+                      f"got {self.actor_frames!r}")
     if self.performance not in PERFORMANCE_MEASURES:
       raise UserError(f"task {self.name}: performance must be one of {PERFORMANCE_MEASURES}, "
                       f"got {self.performance!r}")
