@@ -148,6 +148,8 @@ def test_sidecar_describes_robot_action_and_observation(exported, jax_policy, bu
   terms = info["observation"]["terms"]
   assert [t["name"] for t in terms] == list(env.config.actor_obs)
   assert sum(t["size"] for t in terms) == info["observation"]["size"] == _obs_size(trainer)
+  assert info["observation"]["frames"] == 1
+  assert info["observation"]["frame_size"] == info["observation"]["size"]
   assert [t["offset"] for t in terms] == list(np.cumsum([0] + [t["size"] for t in terms])[:-1])
   assert info["trained_with"]["randomization"] == "nominal_dr"
   assert info["trained_with"]["adr"] is None
