@@ -175,7 +175,8 @@ def test_adr_pinned_delay_against_bare_physics(builtin_robot):
   per_substep = [t0] * 5 + [t0] * 2 + [t1] * 3  # 28 ms = 7 substeps of 4 ms
 
   np.testing.assert_allclose(s2.pipeline_state.qpos,
-                             bare_mjx_steps(env.mjx_model, s0.pipeline_state, per_substep)[0][-1], atol=1e-5)
+                             bare_mjx_steps(env.mjx_model, s0.pipeline_state, per_substep)[0][-1],
+                             atol=1e-5)
 
 
 def test_joint_group_staleness(builtin_robot):
@@ -186,7 +187,8 @@ def test_joint_group_staleness(builtin_robot):
 
   s0, _, s2 = _steps(env, jax.random.PRNGKey(0), jnp.stack([a, a]))
   target = env._default_joint_pos + env.config.action_scale_rad * a
-  qpos = np.asarray(bare_mjx_steps(env.mjx_model, s0.pipeline_state, [target] * (2 * env.n_substeps))[0])
+  qpos = np.asarray(bare_mjx_steps(env.mjx_model, s0.pipeline_state,
+                                   [target] * (2 * env.n_substeps))[0])
   seen = np.asarray(s2.obs["state"][6:6 + env.action_size]) + np.asarray(env._default_joint_pos)
   adr = env.robot.qpos_adr
   left = np.array([j.startswith("left_") for j in env.robot.joint_names])
