@@ -124,6 +124,32 @@ def test_network_applies_the_contract_activation_with_unchanged_parameter_names(
   np.testing.assert_allclose(actor.apply(params, obs), x, rtol=1e-5, atol=1e-6)
 
 
+def test_export_drops_the_actors_estimate_outputs():
+  """An actor with 2 actions and 3 estimate outputs (`task.actor_estimates`): the exported
+  policy (numpy and ONNX) is the Flax actor's first 2 outputs, normalised input and clip as
+  trained; the estimates never reach the robot."""
+  import onnxruntime as ort
+
+  from mjxgap.agent import networks
+  from mjxgap.agent import normalizer as norm
+  from mjxgap.agent.config import PPOConfig
+  from mjxgap.deploy import export
+
+  actor = networks.make_actor(2 + 3, (8, 8), "elu")
+  rng = np.random.default_rng(1)
+  obs = rng.normal(size=(64, 4)).astype(np.float32)
+  params = {"actor": actor.init(jax.random.PRNGKey(1), obs), "log_std": jnp.zeros(2)}
+  params["actor"] = jax.tree.map(lambda w: w * 30.0, params["actor"])  # some reach the clip
+  stats = norm.update(norm.init(4), jnp.asarray(2.0 + 3.0 * obs))
+  policy = export.from_train_state(params, stats, PPOConfig(activation="elu", action_clip=1.0))
+  full = np.asarray(actor.apply(params["actor"], norm.normalize(stats, jnp.asarray(obs))))
+  expected = np.clip(full[:, :2], -1.0, 1.0)
+  assert full.shape == (64, 5) and 0 < np.mean(np.abs(expected) == 1.0) < 1
+  np.testing.assert_allclose(export.numpy_forward(policy, obs), expected, rtol=1e-5, atol=1e-5)
+  session = ort.InferenceSession(export.onnx_model(policy).SerializeToString())
+  np.testing.assert_allclose(session.run(None, {"obs": obs})[0], expected, rtol=1e-5, atol=1e-5)
+
+
 def test_normalizer_is_the_contract_normalisation():
   from mjxgap.agent import normalizer as norm
 

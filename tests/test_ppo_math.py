@@ -130,6 +130,31 @@ def test_smoothness_loss_hand_computed():
   assert "smoothness_loss" not in plain_info
 
 
+def test_estimate_loss_hand_computed():
+  """An actor whose outputs are the action mean w * obs followed by two estimates (3 obs and
+  -obs): the PPO terms are the hand-computed ones of the action column alone, and the
+  estimation loss is the mean squared error of the other two against the batch's targets."""
+  w, c, log_std = 0.8, 1.3, -0.2
+  params = {"actor": jnp.array(w), "critic": jnp.array(c), "log_std": jnp.array([log_std])}
+  b = _hand_batch()
+  targets = np.array([[2.0, -1.0], [6.5, -2.0], [-3.0, 0.0], [1.5, -0.5]])
+  b = b._replace(estimate_target=jnp.asarray(targets))
+  actor = lambda w_, x: jnp.concatenate([w_ * x, 3.0 * x, -x], axis=-1)
+  loss, info = losses.ppo_loss(params, actor, lambda c_, x: c_ * x, b, clip_epsilon=0.2,
+                               value_clip_epsilon=0.0, value_cost=0.5, entropy_cost=0.01,
+                               normalize_advantages=False, estimate_cost=2.0)
+  total, pg, vl, ent = _hand_loss(w, c, log_std, b, 0.2, 0.0, 0.5, 0.01, False)
+  obs = np.asarray(b.obs)[:, 0]
+  # estimates (3, -1) x obs = ([3, 6, -3, 1.5], [-1, -2, 1, -0.5]); errors (1, -0.5, 0, 0)
+  # and (0, 0, 1, 0): squares sum to 2.25 over 8 entries
+  expected = np.mean((np.stack([3 * obs, -obs], -1) - targets) ** 2)
+  assert expected == pytest.approx(2.25 / 8)
+  assert float(info["estimate_loss"]) == pytest.approx(expected, rel=1e-6)
+  assert float(info["policy_loss"]) == pytest.approx(pg, rel=1e-5)
+  assert float(info["entropy"]) == pytest.approx(ent, rel=1e-6)  # one action dimension
+  assert float(loss) == pytest.approx(total + 2.0 * expected, rel=1e-5)
+
+
 def test_gaussian_log_prob_and_entropy_match_scipy():
   from scipy import stats
 

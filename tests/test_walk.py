@@ -101,6 +101,27 @@ def test_observation_history_on_both_sides_and_its_mirror(builtin_robot):
                                                 for j in range(3)]))
 
 
+def test_estimate_target_is_the_true_base_velocity_under_noise_and_delay(builtin_robot):
+  """With `actor_estimates` base_lin_vel under nominal_dr (noisy, delayed actor), the actor's
+  estimation target is the base velocity of the current MuJoCo state in the base frame, by
+  MuJoCo's own quaternion functions, not what the actor read."""
+  env = make_env("walk", builtin_robot, {"actor_frames": 2, "actor_estimates": ("base_lin_vel",)},
+                 randomization="nominal_dr")
+  step = jax.jit(env.step)
+  s = jax.jit(env.reset)(jax.random.PRNGKey(5))
+  rng = np.random.default_rng(1)
+  speeds = []
+  for _ in range(12):
+    s = step(s, jnp.asarray(rng.uniform(-0.5, 0.5, env.robot.nu), jnp.float32))
+    d = s.pipeline_state
+    truth = base_frame(d.qpos[3:7], d.qvel[0:3])
+    np.testing.assert_allclose(s.obs["estimate_target"], truth, rtol=1e-5, atol=1e-5)
+    speeds.append(np.linalg.norm(truth))
+  assert max(speeds) > 0.05  # the base moves: the comparison is not of zeros
+  assert "estimate_target" not in jax.eval_shape(make_env("walk", builtin_robot).reset,
+                                                 jax.random.PRNGKey(0)).obs
+
+
 def _mirror_free_joint(qpos, qvel):
   """The reflection y -> -y of a floating base: position (x, -y, z), orientation quaternion
   (w, -x, y, -z), world linear velocity (vx, -vy, vz), body angular velocity (-wx, wy, -wz)."""

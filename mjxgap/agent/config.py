@@ -29,6 +29,9 @@ class PPOConfig:
   # perturbation of smoothness_obs_std (in normalised observation units) (0: off)
   smoothness_cost: float = 0.0
   smoothness_obs_std: float = 0.1
+  # weight of the actor's estimation loss: mean squared error (in the terms' own units) of its
+  # extra outputs against the task's `actor_estimates` (no effect without them)
+  estimate_cost: float = 1.0
   learning_rate: float = 3e-4
   lr_schedule: str = "constant"  # constant | linear (to 0 at total_steps)
   max_grad_norm: float = 1.0
@@ -58,7 +61,7 @@ class PPOConfig:
       if not getattr(self, name) > 0:
         raise UserError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
     for name in ("value_clip_epsilon", "value_cost", "entropy_cost", "symmetry_cost",
-                 "smoothness_cost", "smoothness_obs_std"):
+                 "smoothness_cost", "smoothness_obs_std", "estimate_cost"):
       if not getattr(self, name) >= 0:
         raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
     if self.lr_schedule not in ("constant", "linear"):

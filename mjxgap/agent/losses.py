@@ -42,6 +42,7 @@ class Batch(NamedTuple):
   target: jax.Array
   mirrored_obs: jax.Array | None = None  # `obs` of the left/right mirrored robot (symmetry)
   perturbed_obs: jax.Array | None = None  # `obs` plus a small perturbation (smoothness)
+  estimate_target: jax.Array | None = None  # true values of the actor's estimates (raw units)
 
 
 def _mean(x: jax.Array, axis_name: str | None) -> jax.Array:
@@ -53,7 +54,8 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
              value_clip_epsilon: float, value_cost: float, entropy_cost: float,
              normalize_advantages: bool, symmetry_cost: float = 0.0,
              symmetry_augmentation: bool = False, mirror_action: Callable | None = None,
-             smoothness_cost: float = 0.0, axis_name: str | None = None):
+             smoothness_cost: float = 0.0, estimate_cost: float = 0.0,
+             axis_name: str | None = None):
   """Clipped surrogate + value loss - entropy bonus (+ symmetry and smoothness losses),
   averaged over the batch on every device.
 
@@ -70,11 +72,16 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
   of the action mean when the observation is perturbed (`perturbed_obs`): it bounds how much
   sensor noise moves the deterministic action.
 
+  The actor's outputs are the action mean followed by its estimates (`actions`, the action
+  size, splits them); with `estimate_target`, the estimation loss is their mean squared error.
+
   With `axis_name`, the advantage statistics are those of the whole batch across devices, so
   averaging the devices' gradients equals the gradient of one device holding all the data.
   """
-  mean = apply_actor(params["actor"], batch.obs)
   log_std = params["log_std"]
+  actions = log_std.shape[-1]
+  out = apply_actor(params["actor"], batch.obs)
+  mean = out[..., :actions]
   adv = batch.advantage
   if normalize_advantages:
     mu = _mean(adv, axis_name)
@@ -87,7 +94,7 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
   surrogate = clipped(ratio)
   mirrored_mean = None
   if symmetry_augmentation or symmetry_cost > 0:
-    mirrored_mean = apply_actor(params["actor"], batch.mirrored_obs)
+    mirrored_mean = apply_actor(params["actor"], batch.mirrored_obs)[..., :actions]
   if symmetry_augmentation:
     ratio_m = jnp.exp(networks.log_prob(mirrored_mean, log_std, mirror_action(batch.action))
                       - batch.log_prob)
@@ -108,8 +115,11 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
     loss = loss + symmetry_cost * info["symmetry_loss"]
   if smoothness_cost > 0:
     info["smoothness_loss"] = jnp.mean(jnp.square(
-        apply_actor(params["actor"], batch.perturbed_obs) - mean))
+        apply_actor(params["actor"], batch.perturbed_obs)[..., :actions] - mean))
     loss = loss + smoothness_cost * info["smoothness_loss"]
+  if batch.estimate_target is not None:
+    info["estimate_loss"] = jnp.mean(jnp.square(out[..., actions:] - batch.estimate_target))
+    loss = loss + estimate_cost * info["estimate_loss"]
   info |= {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": ent,
           "approx_kl": jnp.mean((ratio - 1.0) - (logp - batch.log_prob)),
           "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32))}

@@ -96,7 +96,11 @@ class Trainer:
     self.obs_size = int(first.obs["state"].shape[-1])
     self.critic_obs_size = int(first.obs["privileged_state"].shape[-1])
     self._episode_metric_names = tuple(first.info["final_episode_metrics"])
-    self.actor = networks.make_actor(self.action_size, config.actor_hidden, config.activation)
+    # the actor's extra outputs: its estimates of the task's `actor_estimates` (auxiliary loss)
+    self.estimate_size = (int(first.obs["estimate_target"].shape[-1])
+                          if "estimate_target" in first.obs else 0)
+    self.actor = networks.make_actor(self.action_size + self.estimate_size, config.actor_hidden,
+                                     config.activation)
     self.critic = networks.make_critic(config.critic_hidden, config.activation)
     steps_per_iteration = config.num_envs * config.unroll_length
     self.num_iterations = max(1, math.ceil(total_steps / steps_per_iteration))
@@ -200,7 +204,7 @@ class Trainer:
     def step(env_state, k):
       obs = self._normalize(state.obs_stats, env_state.obs["state"])
       cobs = self._normalize(state.critic_obs_stats, env_state.obs["privileged_state"])
-      mean = self.actor.apply(params["actor"], obs)
+      mean = self.actor.apply(params["actor"], obs)[..., :self.action_size]
       noise = self._local(jax.random.normal(k, (cfg.num_envs, *mean.shape[1:])))
       action = mean + jnp.exp(params["log_std"]) * noise
       nxt = env_step(env_state, jnp.clip(action, -cfg.action_clip, cfg.action_clip))
@@ -215,6 +219,8 @@ class Trainer:
           "nan": nxt.metrics["nan"], "final_episode_metrics": nxt.info["final_episode_metrics"],
           "raw_obs": env_state.obs["state"], "raw_critic_obs": env_state.obs["privileged_state"],
       }
+      if self.estimate_size:
+        out["estimate_target"] = env_state.obs["estimate_target"]
       if self.curriculum:
         out["curriculum"] = self.curriculum.record(env_state, nxt)
       return nxt, out
@@ -232,7 +238,7 @@ class Trainer:
                        symmetry_cost=cfg.symmetry_cost,
                        symmetry_augmentation=cfg.symmetry_augmentation,
                        mirror_action=self.mirrors[1] if self.mirrors else None,
-                       smoothness_cost=cfg.smoothness_cost)
+                       smoothness_cost=cfg.smoothness_cost, estimate_cost=cfg.estimate_cost)
 
     def minibatch_step(carry, mb):
       params, opt_state = carry
@@ -271,7 +277,9 @@ class Trainer:
                          mirrored_obs=(flat(self._normalize(state.obs_stats,
                                                             self.mirrors[0](tr["raw_obs"])))
                                        if self.mirrors else None),
-                         perturbed_obs=perturbed)
+                         perturbed_obs=perturbed,
+                         estimate_target=(flat(tr["estimate_target"]) if self.estimate_size
+                                          else None))
     lr = learning_rate(state.lr_schedule, state.iteration)
     params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
                                             jax.random.fold_in(k_sgd, device), lr)
@@ -323,7 +331,7 @@ class Trainer:
   def policy_fn(self, params, obs_stats):
     """`obs [..., obs_size] -> action`: the deterministic, clipped action a robot runs."""
     def act(obs):
-      return jnp.clip(self.actor.apply(params["actor"], self._normalize(obs_stats, obs)),
-                      -self.config.action_clip,
+      mean = self.actor.apply(params["actor"], self._normalize(obs_stats, obs))
+      return jnp.clip(mean[..., :self.action_size], -self.config.action_clip,
                       self.config.action_clip)
     return act

@@ -50,6 +50,8 @@ def from_train_state(params, obs_stats, ppo_config) -> ExportedPolicy:
   hidden = sorted((k for k in p if k.startswith("hidden_")), key=lambda k: int(k.split("_")[1]))
   layers = [(np.asarray(p[k]["kernel"], np.float32), np.asarray(p[k]["bias"], np.float32))
             for k in (*hidden, "out")]
+  actions = params["log_std"].shape[-1]  # the outputs beyond are training-only estimates
+  layers[-1] = (layers[-1][0][:, :actions], layers[-1][1][:actions])
   size = layers[0][0].shape[0]
   if ppo_config.normalize_observations and int(obs_stats.count) > 0:
     mean = np.asarray(obs_stats.mean, np.float32)

@@ -311,7 +311,8 @@ class LocomotionEnv(Env):
   def _observe(self, actor_q, critic_q, key, episode: Episode, info: dict):
     """(observation, info). Actor: possibly delayed and noisy, its last `actor_frames` frames
     newest first (kept in `info["actor_frames"]`; an episode starts with its first frame in
-    every slot); critic: the true current state."""
+    every slot); critic: the true current state, as are the actor's estimation targets
+    (`"estimate_target"`, only for a task with `actor_estimates`)."""
     actor = obs_lib.observe(self.config.actor_obs, actor_q)
     actor = self.sampler.noise.apply(actor, episode.obs_noise_scale, key)
     frames = self.config.actor_frames
@@ -321,7 +322,10 @@ class LocomotionEnv(Env):
                else jnp.concatenate([actor[None], past[:-1]]))
       info = {**info, "actor_frames": stack}
       actor = stack.reshape(-1)
-    return {"state": actor, "privileged_state": obs_lib.observe(self.critic_obs, critic_q)}, info
+    obs = {"state": actor, "privileged_state": obs_lib.observe(self.critic_obs, critic_q)}
+    if self.config.actor_estimates:
+      obs["estimate_target"] = obs_lib.observe(self.config.actor_estimates, critic_q)
+    return obs, info
 
   def observation_layout(self, which: str = "actor") -> list[dict]:
     """Name, size, unit and description of each term of the actor (or critic) observation;

@@ -51,6 +51,10 @@ class TaskConfig:
   # newest first; more than one gives it velocities and contacts over time without a velocity
   # estimate
   actor_frames: int = 1
+  # observation terms the actor also estimates: extra outputs of its network regress their true
+  # (noise-free, undelayed) values, an auxiliary loss that makes its hidden features encode them
+  # (e.g. the base velocity from a history); the exported policy drops these outputs
+  actor_estimates: tuple[str, ...] = ()
   critic_obs: tuple[str, ...] = CRITIC_OBS
   rewards: Mapping[str, float] = dataclasses.field(default_factory=dict)
   # One number per episode that ADR's thresholds apply to: "survival" = 1 if the episode
@@ -85,7 +89,7 @@ class TaskConfig:
     if len(self.command_ranges) != 3 or any(lo > hi for lo, hi in self.command_ranges):
       raise UserError(f"task {self.name}: command_ranges must be three (low, high) pairs with "
                       f"low <= high, got {self.command_ranges}")
-    for t in self.actor_obs + self.critic_obs:
+    for t in self.actor_obs + self.critic_obs + tuple(self.actor_estimates):
       if t not in obs_lib.OBSERVATION_TERMS:
         raise UserError(f"task {self.name}: unknown observation term {t!r}; known: "
                         f"{', '.join(obs_lib.OBSERVATION_TERMS)}")
