@@ -56,8 +56,8 @@ def ppo_loss(params, apply_actor, apply_critic, batch: Batch, *, clip_epsilon: f
              symmetry_augmentation: bool = False, mirror_action: Callable | None = None,
              smoothness_cost: float = 0.0, estimate_cost: float = 0.0,
              axis_name: str | None = None):
-  """Clipped surrogate + value loss - entropy bonus (+ symmetry and smoothness losses),
-  averaged over the batch on every device.
+  """Clipped surrogate + value loss - entropy bonus (+ symmetry, smoothness and estimation
+  losses), averaged over the batch on every device.
 
   The symmetry loss is the mean squared difference between the action mean in the mirrored
   state and the mirror of the action mean (`mirror_action`): zero for a policy that acts the

@@ -1,6 +1,7 @@
 """Actor and critic MLPs (Flax) and the diagonal Gaussian policy.
 
-The actor sees the normalised actor observation and outputs the action mean; a state-independent
+The actor sees the normalised actor observation and outputs the action mean (then, for a task
+with `actor_estimates`, its estimates, from the same hidden layers); a state-independent
 log standard deviation is a separate parameter. The deployed action is the mean clipped to
 +-`action_clip`, the same clip the env gets during training. The critic sees the normalised
 privileged observation (asymmetric actor-critic). The hidden-layer activations are
