@@ -241,6 +241,33 @@ def test_commands_resampled_within_ranges(env, run64):
   assert np.std(first[:, 0]) > 0.1  # envs draw different commands
 
 
+def test_single_axis_commands_keep_one_uniform_axis():
+  """With `single_axis_command_prob` p, a share p of the commands (within 4 binomial sigma)
+  keeps one axis, each axis a third of them, uniform over its range; with p = 0 the sampler
+  draws exactly what it drew before the option existed (old runs evaluate unchanged)."""
+  from mjxgap.env.commands import Commands
+  from mjxgap.env.task import TaskConfig
+
+  ranges, n, p = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8)), 8192, 0.3
+  keys = jax.random.split(jax.random.PRNGKey(0), n)
+  draw = lambda **kw: np.asarray(jax.vmap(Commands(TaskConfig(command_ranges=ranges, **kw)).sample)(
+      keys))
+  cmd = draw(single_axis_command_prob=p)
+  axes = np.count_nonzero(cmd, axis=1)
+  assert set(np.unique(axes)) == {1, 3}  # a uniform draw is never exactly 0
+  single = cmd[axes == 1]
+  assert abs(len(single) - n * p) < 4 * np.sqrt(n * p * (1 - p))
+  for a, (lo, hi) in enumerate(ranges):
+    kept = single[single[:, a] != 0, a]
+    assert abs(len(kept) - len(single) / 3) < 4 * np.sqrt(len(single) * 2 / 9)
+    assert lo <= kept.min() and kept.max() <= hi
+    assert abs(kept.mean() - (lo + hi) / 2) < 4 * (hi - lo) / np.sqrt(12 * len(kept))
+  lo, hi = np.array(ranges).T
+  before = jax.vmap(lambda k: jax.random.uniform(jax.random.split(k)[0], (3,), minval=lo,
+                                                 maxval=hi))(keys)
+  np.testing.assert_array_equal(draw(), before)
+
+
 def _offsets(layout):
   offset = 0
   for t in layout:

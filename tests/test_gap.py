@@ -236,6 +236,34 @@ def test_sim_reference_from_the_export_alone_is_mjxgap_eval(small_export):
   assert eps["length_s"].mean() / env.dt == pytest.approx(ref["episode_length"], rel=1e-6)
 
 
+def test_evaluation_samples_the_tasks_own_commands(small_export, tmp_path, monkeypatch):
+  """A run trained with a training aid (`TRAINING_AIDS`) is evaluated, by `mjxgap eval` and by
+  the gap report's MJX side, on the task's own command distribution."""
+  import shutil
+
+  from mjxgap.evaluation import evaluate as evaluate_lib
+  from mjxgap.gap import mjx
+
+  run, out = small_export
+  spec = json.loads((out / "policy.json").read_text())
+  spec["trained_with"].setdefault("task_overrides", {})["single_axis_command_prob"] = 0.5
+  assert mjx.training_env(out, spec, 1.0).config.single_axis_command_prob == 0.0
+  run = shutil.copytree(run, tmp_path / "run")
+  config = json.loads((run / "config.json").read_text())
+  config.setdefault("task_overrides", {})["single_axis_command_prob"] = 0.5
+  (run / "config.json").write_text(json.dumps(config))
+  seen = []
+
+  def check(config, *args):
+    seen.append(config.task_overrides["single_axis_command_prob"])
+    raise RuntimeError("stop before compiling")
+
+  monkeypatch.setattr(evaluate_lib, "check", check)
+  with pytest.raises(RuntimeError, match="stop before compiling"):
+    evaluate_lib.evaluate(run)
+  assert seen == [0.0]
+
+
 def test_mjx_expresses_a_profile_as_randomization_and_lists_the_rest():
   from mjxgap.gap import mjx
 

@@ -1,5 +1,6 @@
-"""Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (all
-zero with probability `zero_command_prob`), resampled every `command_resample_s`."""
+"""Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (one
+axis only with probability `single_axis_command_prob`, all zero with probability
+`zero_command_prob`), resampled every `command_resample_s`."""
 
 from __future__ import annotations
 
@@ -14,11 +15,17 @@ class Commands:
     self._low = jnp.asarray([r[0] for r in config.command_ranges], jnp.float32)
     self._high = jnp.asarray([r[1] for r in config.command_ranges], jnp.float32)
     self._zero_prob = config.zero_command_prob
+    self._single_axis_prob = config.single_axis_command_prob
     self._every = int(round(config.command_resample_s / config.ctrl_dt))  # 0: once per episode
 
   def sample(self, key: jax.Array) -> jax.Array:
     k_value, k_zero = jax.random.split(key)
     command = jax.random.uniform(k_value, (3,), minval=self._low, maxval=self._high)
+    if self._single_axis_prob > 0:  # (else the same draws as before the option existed)
+      k_single, k_axis = jax.random.split(jax.random.fold_in(key, 1))
+      axis = jax.random.randint(k_axis, (), 0, 3)
+      single = jax.random.uniform(k_single) < self._single_axis_prob
+      command = jnp.where(single & (jnp.arange(3) != axis), 0.0, command)
     return jnp.where(jax.random.uniform(k_zero) < self._zero_prob, 0.0, command)
 
   def at_step(self, step: jax.Array, command: jax.Array, key: jax.Array) -> jax.Array:

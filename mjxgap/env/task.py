@@ -15,6 +15,9 @@ from mjxgap.errors import UserError
 PERFORMANCE_MEASURES = ("survival", "tracking")
 ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action", "command")
 CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
+# Task fields that shape training only, with the values evaluation (`mjxgap eval`, the gap
+# report's MJX side) uses: every policy of a task is measured on the same command distribution.
+TRAINING_AIDS = {"single_axis_command_prob": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +37,10 @@ class TaskConfig:
   command_ranges: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
   command_resample_s: float = 0.0  # 0: one command per episode
   zero_command_prob: float = 0.0
+  # a training aid (`TRAINING_AIDS`): with this probability a command keeps one of its three
+  # axes, chosen uniformly, and zeroes the others -- pure forward, sideways or turning-on-the-spot
+  # commands, which a uniform draw over all three ranges almost never gives
+  single_axis_command_prob: float = 0.0
   # the gait clock: each foot's phase advances at this frequency (0: no clock), the feet half a
   # cycle apart; a foot swings in the first half of its cycle, up to `swing_height_m`
   gait_frequency_hz: float = 0.0
@@ -84,8 +91,9 @@ class TaskConfig:
       raise UserError(f"task {self.name}: soft_joint_limit_fraction must be in (0, 1]")
     if "gait_phase" in self.actor_obs + self.critic_obs and not self.gait_frequency_hz > 0:
       raise UserError(f"task {self.name}: the gait_phase observation needs gait_frequency_hz > 0")
-    if not 0 <= self.zero_command_prob <= 1:
-      raise UserError(f"task {self.name}: zero_command_prob must be in [0, 1]")
+    for field in ("zero_command_prob", "single_axis_command_prob"):
+      if not 0 <= getattr(self, field) <= 1:
+        raise UserError(f"task {self.name}: {field} must be in [0, 1], got {getattr(self, field)}")
     if len(self.command_ranges) != 3 or any(lo > hi for lo, hi in self.command_ranges):
       raise UserError(f"task {self.name}: command_ranges must be three (low, high) pairs with "
                       f"low <= high, got {self.command_ranges}")

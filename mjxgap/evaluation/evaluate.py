@@ -12,6 +12,7 @@ on the training env, only restores the checkpoint and gives the deterministic po
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
 import jax
@@ -20,6 +21,7 @@ import numpy as np
 
 from mjxgap.env import vector
 from mjxgap.env.locomotion import TRACKING_ERRORS
+from mjxgap.env.task import TRAINING_AIDS
 from mjxgap.errors import UserError
 from mjxgap.runs import checkpoint
 from mjxgap.robot import load_robot
@@ -35,6 +37,8 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   with `falls`, also each fallen episode's time of the fall and command then (where it breaks)."""
   run_dir = pathlib.Path(run_dir)
   config = load_config(run_dir, validate=False)
+  # the task's own commands, whatever training aids the run used
+  config = dataclasses.replace(config, task_overrides={**config.task_overrides, **TRAINING_AIDS})
   inputs = check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjxgap.env import vector
+from mjxgap.env.task import TRAINING_AIDS
 from mjxgap.errors import UserError
 from mjxgap.gap.profiles import Profile
 from mjxgap.sim.presets import nominal_dr
@@ -51,7 +52,7 @@ def training_env(folder: pathlib.Path, spec: dict, seconds: float,
   actuator = trained["actuator"]
   if trained.get("actuator_files"):
     actuator = f"net:{folder / trained['actuator_files']}"
-  overrides = {**trained.get("task_overrides", {}), **(task_overrides or {}),
+  overrides = {**trained.get("task_overrides", {}), **TRAINING_AIDS, **(task_overrides or {}),
                "episode_length_s": seconds}
   return make_env(spec["task"], load_robot(spec["robot_source"]), overrides, dr, actuator)
 
