@@ -268,6 +268,38 @@ def test_single_axis_commands_keep_one_uniform_axis():
   np.testing.assert_array_equal(draw(), before)
 
 
+
+def test_outer_commands_are_uniform_over_the_outer_halves():
+  """With `outer_command_prob` 1, each axis is uniform over the outer half of its range on each
+  side, the sides as often as a uniform draw picks them; with p, a share p + (1 - p) / 8 of the
+  commands has all three axes there (a uniform draw lands there with 1/2 per axis)."""
+  from mjxgap.env.commands import Commands
+  from mjxgap.env.task import TaskConfig
+
+  ranges, n = ((-0.5, 1.0), (-0.3, 0.3), (0.2, 0.8)), 8192
+  keys = jax.random.split(jax.random.PRNGKey(1), n)
+  draw = lambda p: np.asarray(jax.vmap(Commands(TaskConfig(
+      command_ranges=ranges, outer_command_prob=p)).sample)(keys))
+  cmd = draw(1.0)
+  for a, (lo, hi) in enumerate(ranges):
+    # each side of 0 as (its point nearest 0, its end); a uniform draw picks it by its length
+    for sign, near, end in ((1, max(lo, 0.0), hi), (-1, min(hi, 0.0), lo)):
+      if sign * (end - near) <= 0:
+        continue
+      on = cmd[:, a][sign * cmd[:, a] > 0]
+      share = abs(end - near) / (hi - lo)
+      assert abs(len(on) - n * share) <= 4 * np.sqrt(n * share * (1 - share))
+      a_lo, a_hi = sorted(((near + end) / 2, end))
+      assert a_lo - 1e-6 <= on.min() and on.max() <= a_hi + 1e-6
+      assert abs(on.mean() - (a_lo + a_hi) / 2) < 4 * (a_hi - a_lo) / np.sqrt(12 * len(on))
+  p = 0.3
+  cmd = draw(p)
+  lo, hi = np.array(ranges).T
+  mid = np.where(cmd >= 0, np.maximum(lo, 0) + hi, lo + np.minimum(hi, 0)) / 2
+  outer = np.all(np.where(cmd >= 0, cmd >= mid, cmd <= mid), axis=1)
+  share = p + (1 - p) / 8
+  assert abs(outer.sum() - n * share) < 4 * np.sqrt(n * share * (1 - share))
+
 def _offsets(layout):
   offset = 0
   for t in layout:

@@ -241,27 +241,30 @@ def test_evaluation_samples_the_tasks_own_commands(small_export, tmp_path, monke
   the gap report's MJX side, on the task's own command distribution."""
   import shutil
 
+  from mjxgap.env.task import TRAINING_AIDS
   from mjxgap.evaluation import evaluate as evaluate_lib
   from mjxgap.gap import mjx
 
+  aids = {name: 0.5 for name in TRAINING_AIDS}
   run, out = small_export
   spec = json.loads((out / "policy.json").read_text())
-  spec["trained_with"].setdefault("task_overrides", {})["single_axis_command_prob"] = 0.5
-  assert mjx.training_env(out, spec, 1.0).config.single_axis_command_prob == 0.0
+  spec["trained_with"].setdefault("task_overrides", {}).update(aids)
+  env_config = mjx.training_env(out, spec, 1.0).config
+  assert {name: getattr(env_config, name) for name in aids} == TRAINING_AIDS
   run = shutil.copytree(run, tmp_path / "run")
   config = json.loads((run / "config.json").read_text())
-  config.setdefault("task_overrides", {})["single_axis_command_prob"] = 0.5
+  config.setdefault("task_overrides", {}).update(aids)
   (run / "config.json").write_text(json.dumps(config))
   seen = []
 
   def check(config, *args):
-    seen.append(config.task_overrides["single_axis_command_prob"])
+    seen.append({name: config.task_overrides[name] for name in aids})
     raise RuntimeError("stop before compiling")
 
   monkeypatch.setattr(evaluate_lib, "check", check)
   with pytest.raises(RuntimeError, match="stop before compiling"):
     evaluate_lib.evaluate(run)
-  assert seen == [0.0]
+  assert seen == [TRAINING_AIDS]
 
 
 def test_mjx_expresses_a_profile_as_randomization_and_lists_the_rest():

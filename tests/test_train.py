@@ -342,6 +342,8 @@ def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   r = json.loads(out)
   assert r["episode_length"] == 50 and r["survived_fraction"] == 1.0 and r["fall_rate"] == 0.0
   assert r["falls"] == []
+  # Wilson's 95% interval for 0 of n: [0, z^2 / (n + z^2)], 3.8415 / 7.8415 at n = 4
+  assert r["fall_rate_ci95"] == [0.0, pytest.approx(0.4899, abs=1e-4)]
   # --falls where the pose-holder is shoved at 2.5 m/s every 0.1-0.2 s: each fallen episode once,
   # at a whole 20 ms step within the 1 s, stand's command (none: zeros); fall times and the
   # survivors' 50 steps add up to the mean episode length
@@ -353,6 +355,8 @@ def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   r = json.loads(out)
   falls = r["falls"]
   assert len(falls) == round(r["fall_rate"] * 8) >= 4, r
+  low, high = r["fall_rate_ci95"]
+  assert low < r["fall_rate"] < high or r["fall_rate"] == high == 1.0
   assert sorted({f["episode"] for f in falls}) == [f["episode"] for f in falls]
   steps = [f["time_s"] / 0.02 for f in falls]
   assert all(0 < s <= 50 and abs(s - round(s)) < 1e-6 for s in steps)

@@ -1,6 +1,7 @@
-"""Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (one
-axis only with probability `single_axis_command_prob`, all zero with probability
-`zero_command_prob`), resampled every `command_resample_s`."""
+"""Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (in
+their outer halves with probability `outer_command_prob`, then one axis only with probability
+`single_axis_command_prob`, all zero with probability `zero_command_prob`), resampled every
+`command_resample_s`."""
 
 from __future__ import annotations
 
@@ -16,12 +17,18 @@ class Commands:
     self._high = jnp.asarray([r[1] for r in config.command_ranges], jnp.float32)
     self._zero_prob = config.zero_command_prob
     self._single_axis_prob = config.single_axis_command_prob
+    self._outer_prob = config.outer_command_prob
     self._every = int(round(config.command_resample_s / config.ctrl_dt))  # 0: once per episode
 
   def sample(self, key: jax.Array) -> jax.Array:
     k_value, k_zero = jax.random.split(key)
     command = jax.random.uniform(k_value, (3,), minval=self._low, maxval=self._high)
-    if self._single_axis_prob > 0:  # (else the same draws as before the option existed)
+    # the training aids draw extra keys only when on: at 0 the draws are those of a plain sampler
+    if self._outer_prob > 0:  # halfway to the range's end on the draw's side
+      outer = jax.random.uniform(jax.random.fold_in(key, 2)) < self._outer_prob
+      end = jnp.where(command >= 0, self._high, self._low)
+      command = jnp.where(outer, 0.5 * (command + end), command)
+    if self._single_axis_prob > 0:
       k_single, k_axis = jax.random.split(jax.random.fold_in(key, 1))
       axis = jax.random.randint(k_axis, (), 0, 3)
       single = jax.random.uniform(k_single) < self._single_axis_prob

@@ -17,7 +17,7 @@ ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action
 CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
 # Task fields that shape training only, with the values evaluation (`mjxgap eval`, the gap
 # report's MJX side) uses: every policy of a task is measured on the same command distribution.
-TRAINING_AIDS = {"single_axis_command_prob": 0.0}
+TRAINING_AIDS = {"single_axis_command_prob": 0.0, "outer_command_prob": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +41,10 @@ class TaskConfig:
   # axes, chosen uniformly, and zeroes the others -- pure forward, sideways or turning-on-the-spot
   # commands, which a uniform draw over all three ranges almost never gives
   single_axis_command_prob: float = 0.0
+  # a training aid: with this probability every axis of a command moves halfway from its uniform
+  # draw to its range's end on the same side (so it is uniform over the outer half of that side):
+  # fast walking while turning and stepping sideways, where a uniform draw rarely goes
+  outer_command_prob: float = 0.0
   # the gait clock: each foot's phase advances at this frequency (0: no clock), the feet half a
   # cycle apart; a foot swings in the first half of its cycle, up to `swing_height_m`
   gait_frequency_hz: float = 0.0
@@ -91,7 +95,7 @@ class TaskConfig:
       raise UserError(f"task {self.name}: soft_joint_limit_fraction must be in (0, 1]")
     if "gait_phase" in self.actor_obs + self.critic_obs and not self.gait_frequency_hz > 0:
       raise UserError(f"task {self.name}: the gait_phase observation needs gait_frequency_hz > 0")
-    for field in ("zero_command_prob", "single_axis_command_prob"):
+    for field in ("zero_command_prob", "single_axis_command_prob", "outer_command_prob"):
       if not 0 <= getattr(self, field) <= 1:
         raise UserError(f"task {self.name}: {field} must be in [0, 1], got {getattr(self, field)}")
     if len(self.command_ranges) != 3 or any(lo > hi for lo, hi in self.command_ranges):
