@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mjxgap.gap import report
-from mjxgap.gap.stats import bootstrap_mean, bootstrap_ratio, crossings, wilson
+from mjxgap.evaluation.stats import bootstrap_mean, bootstrap_ratio, crossings, wilson
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

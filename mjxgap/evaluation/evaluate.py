@@ -23,7 +23,7 @@ from mjxgap.env import vector
 from mjxgap.env.locomotion import TRACKING_ERRORS
 from mjxgap.env.task import TRAINING_AIDS
 from mjxgap.errors import UserError
-from mjxgap.gap import stats
+from mjxgap.evaluation import stats
 from mjxgap.runs import checkpoint
 from mjxgap.robot import load_robot
 from mjxgap.runs.factory import check, make_trainer

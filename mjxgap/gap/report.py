@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from mjxgap.files import write_atomic, write_figure_atomic, write_json_atomic
-from mjxgap.gap.stats import bootstrap_mean, bootstrap_ratio, wilson
+from mjxgap.evaluation.stats import bootstrap_mean, bootstrap_ratio, wilson
 
 # (key, kind, unit, label), in report order; a "fraction" gets a Wilson interval, a "mean" a
 # bootstrap one.
