@@ -298,6 +298,8 @@ def main() -> None:
       # (env steps, rate) where the learning rate changed (config.json has the last call's)
       "learning_rates": [(r["env_steps"], r["learning_rate"]) for i, r in enumerate(rows)
                          if i == 0 or r["learning_rate"] != rows[i - 1]["learning_rate"]],
+      # in the curve (--curve-episodes, 64 by default: a screen whose fall rate has an interval
+      # of about +-5 points near 5%); `target_reached_by_final` (256 episodes) decides
       "first_reached_at_env_steps": first["env_steps"] if first else None,
       "final_eval": final,
       "target_reached_by_final": _reached(final),
