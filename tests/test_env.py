@@ -268,7 +268,6 @@ def test_single_axis_commands_keep_one_uniform_axis():
   np.testing.assert_array_equal(draw(), before)
 
 
-
 def test_outer_commands_are_uniform_over_the_outer_halves():
   """With `outer_command_prob` 1, each axis is uniform over the outer half of its range on each
   side, the sides as often as a uniform draw picks them; with p, a share p + (1 - p) / 8 of the
@@ -299,6 +298,7 @@ def test_outer_commands_are_uniform_over_the_outer_halves():
   outer = np.all(np.where(cmd >= 0, cmd >= mid, cmd <= mid), axis=1)
   share = p + (1 - p) / 8
   assert abs(outer.sum() - n * share) < 4 * np.sqrt(n * share * (1 - share))
+
 
 def _offsets(layout):
   offset = 0

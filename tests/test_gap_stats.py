@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from mjxgap.gap import report
 from mjxgap.evaluation.stats import bootstrap_mean, bootstrap_ratio, crossings, wilson
+from mjxgap.gap import report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,5 +1,5 @@
-"""The statistics of `mjxgap eval` and `mjxgap gap`: intervals for a fraction, a mean and a ratio of means over
-episodes, and where a swept performance curve crosses a level. numpy only, no JAX."""
+"""The statistics of `mjxgap eval` and `mjxgap gap`: intervals for a fraction, a mean and a ratio
+of means over episodes, and where a swept performance curve crosses a level. numpy only, no JAX."""
 
 from __future__ import annotations
 

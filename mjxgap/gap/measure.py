@@ -25,9 +25,9 @@ import time
 import numpy as np
 
 from mjxgap.errors import UserError
+from mjxgap.evaluation.stats import crossings
 from mjxgap.gap import profiles as profiles_lib
 from mjxgap.gap.profiles import Profile
-from mjxgap.evaluation.stats import crossings
 
 SIMULATORS = ("native", "mjx")
 EXPORT_FILES = ("policy.onnx", "policy.json", "weights.npz")

@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
-from mjxgap.files import write_atomic, write_figure_atomic, write_json_atomic
 from mjxgap.evaluation.stats import bootstrap_mean, bootstrap_ratio, wilson
+from mjxgap.files import write_atomic, write_figure_atomic, write_json_atomic
 
 # (key, kind, unit, label), in report order; a "fraction" gets a Wilson interval, a "mean" a
 # bootstrap one.
