@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
@@ -23,7 +24,7 @@ from mjxgap.runs import checkpoint
 from mjxgap.agent.config import PPOConfig
 from mjxgap.runs.factory import make_trainer
 from mjxgap.runs.resume import load_config
-from mjxgap.agent.trainer import AXIS, Trainer
+from mjxgap.agent.trainer import AXIS, Trainer, adapt_to_kl
 
 from cli_helper import run_cli as _cli
 from toy_env import PointToTarget
@@ -526,6 +527,52 @@ def test_extended_linear_schedule_continues_from_the_last_rate():
   same = first.resume(states[2])
   for x, y in zip(jax.tree.leaves(same.lr_schedule), jax.tree.leaves(states[2].lr_schedule)):
     np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("start, kl_target, used", [
+    (5e-3, 1e3, [5e-3, 7.5e-3, 1e-2, 1e-2]),  # KL far under target / 2: x1.5 up to 1e-2
+    (2e-5, 1e-12, [2e-5, 2e-5 / 1.5, 1e-5, 1e-5]),  # far over 2 x target: /1.5 down to 1e-5
+])
+def test_adaptive_rate_follows_the_kl_within_its_bounds(start, kl_target, used):
+  """`ppo.lr_schedule=adaptive`: each iteration's rate (logged, as `learning_rate`, from the
+  schedule every update of the iteration reads), hand-computed from rsl_rl's rule; resume keeps
+  it. Two epochs: the first update of an iteration sees the rollout's own policy (KL 0)."""
+  trainer = _toy_trainer(4, lr_schedule="adaptive", learning_rate=start, kl_target=kl_target,
+                         num_epochs=2)
+  states, logged = [jax.device_get(trainer.init(0))], []
+  for _ in range(4):
+    state, metrics = trainer.iteration(trainer.place(states[-1]))
+    states.append(jax.device_get(state))
+    logged.append(float(metrics["learning_rate"]))
+    kl = float(metrics["approx_kl"])
+    assert 0 < kl < 0.5 * kl_target or kl > 2 * kl_target  # the cases the figures assume
+  np.testing.assert_allclose(logged, used, rtol=1e-6)
+  resumed = trainer.resume(states[-1]).lr_schedule
+  assert float(resumed["rate"]) == float(states[-1].lr_schedule["rate"]) != start
+
+
+def test_adaptive_rate_keeps_the_rate_inside_the_kl_band():
+  """Between kl_target / 2 and 2 x kl_target the rate stays (rsl_rl's dead band)."""
+  schedule = {"start": 0, "end": 10, "rate": jnp.float32(3e-4), "end_rate": jnp.float32(3e-4)}
+  for kl, rate in ((0.006, 3e-4), (0.019, 3e-4), (0.021, 2e-4), (0.004, 4.5e-4), (0.0, 3e-4)):
+    out = adapt_to_kl(schedule, jnp.float32(kl), 0.01)
+    assert float(out["rate"]) == pytest.approx(rate) == float(out["end_rate"]), kl
+
+
+@pytest.mark.parametrize("schedule, refused", [("adaptive", True), ("constant", False)])
+def test_resume_refuses_a_new_start_rate_for_an_adaptive_schedule(schedule, refused, tmp_path):
+  """An adaptive rate lives in the checkpoint, as a linear one: a new ppo.learning_rate would be
+  silently ignored, so it is refused; a constant rate may change (walk_cpu.py's --lr-drop)."""
+  from mjxgap.errors import UserError
+  from mjxgap.runs.config import PRESETS, apply_overrides
+  from mjxgap.runs.resume import check_resumable, fingerprints
+  saved = apply_overrides(PRESETS["smoke"], [f"ppo.lr_schedule={schedule}"])
+  requested = apply_overrides(saved, ["ppo.learning_rate=1e-3"])
+  if refused:
+    with pytest.raises(UserError, match="ppo.learning_rate was 0.0003, now 0.001 .the adaptive"):
+      check_resumable(saved, requested, tmp_path, fingerprints(saved))
+  else:
+    check_resumable(saved, requested, tmp_path, fingerprints(saved))
 
 
 def test_smoothness_loss_makes_the_action_mean_less_sensitive():

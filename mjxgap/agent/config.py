@@ -33,7 +33,11 @@ class PPOConfig:
   # extra outputs against the task's `actor_estimates` (no effect without them)
   estimate_cost: float = 1.0
   learning_rate: float = 3e-4
-  lr_schedule: str = "constant"  # constant | linear (to 0 at total_steps)
+  # constant | linear (to 0 at total_steps) | adaptive (rsl_rl's rule, once per iteration: the
+  # rate falls by 1.5x after an iteration whose mean approx. KL exceeds 2 x kl_target, rises by
+  # 1.5x after one under kl_target / 2, within [1e-5, 1e-2]; starts at learning_rate)
+  lr_schedule: str = "constant"
+  kl_target: float = 0.01
   max_grad_norm: float = 1.0
   normalize_advantages: bool = True
   normalize_observations: bool = True
@@ -56,16 +60,17 @@ class PPOConfig:
     for name in ("discount", "gae_lambda"):
       if not 0.0 <= getattr(self, name) <= 1.0:
         raise UserError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
-    for name in ("clip_epsilon", "learning_rate", "max_grad_norm", "reward_scaling",
-                 "init_noise_std", "action_clip"):
+    for name in ("clip_epsilon", "learning_rate", "kl_target", "max_grad_norm",
+                 "reward_scaling", "init_noise_std", "action_clip"):
       if not getattr(self, name) > 0:
         raise UserError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
     for name in ("value_clip_epsilon", "value_cost", "entropy_cost", "symmetry_cost",
                  "smoothness_cost", "smoothness_obs_std", "estimate_cost"):
       if not getattr(self, name) >= 0:
         raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
-    if self.lr_schedule not in ("constant", "linear"):
-      raise UserError(f"ppo.lr_schedule must be constant or linear, got {self.lr_schedule!r}")
+    if self.lr_schedule not in ("constant", "linear", "adaptive"):
+      raise UserError("ppo.lr_schedule must be constant, linear or adaptive, got "
+                      f"{self.lr_schedule!r}")
     if self.activation not in contract.ACTIVATIONS:
       raise UserError(f"ppo.activation must be elu, tanh, relu or swish, got {self.activation!r}")
     for name in ("actor_hidden", "critic_hidden"):

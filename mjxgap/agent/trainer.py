@@ -31,6 +31,7 @@ from mjxgap.env.wrappers import AutoReset
 from mjxgap.process import host_value
 
 AXIS = "data"
+ADAPTIVE_RATE_BOUNDS = (1e-5, 1e-2)  # rsl_rl's
 
 
 class TrainState(NamedTuple):
@@ -44,7 +45,7 @@ class TrainState(NamedTuple):
   iteration: jax.Array  # int32 (wraps after 2**31 iterations: never in practice)
   env_steps: jax.Array  # int32[2], a `counter`: exact past 2**31 steps
   curriculum: Any  # the curriculum's state (e.g. an ADRState); () without a curriculum
-  lr_schedule: Any  # {"start", "end", "rate", "end_rate"}: see `learning_rate`
+  lr_schedule: Any  # {"start", "end", "rate", "end_rate"}: see `learning_rate`, `adapt_to_kl`
 
 
 def learning_rate(schedule, iteration) -> jax.Array:
@@ -56,6 +57,18 @@ def learning_rate(schedule, iteration) -> jax.Array:
   frac = jnp.clip((iteration - start) / jnp.maximum(end - start, 1), 0.0, 1.0)
   rate = schedule["rate"]
   return rate + (schedule["end_rate"] - rate) * frac.astype(jnp.float32)
+
+
+def adapt_to_kl(schedule, approx_kl, kl_target: float):
+  """The adaptive schedule after an iteration whose mean approx. KL was `approx_kl`: rsl_rl's
+  rule (its PPO's default for legged robots), applied once per iteration rather than per
+  minibatch so that every update of an iteration keeps one rate."""
+  low, high = ADAPTIVE_RATE_BOUNDS
+  rate = schedule["rate"]
+  rate = jnp.where(approx_kl > 2.0 * kl_target, jnp.maximum(rate / 1.5, low),
+                   jnp.where((approx_kl < 0.5 * kl_target) & (approx_kl > 0.0),
+                             jnp.minimum(rate * 1.5, high), rate))
+  return {**schedule, "rate": rate, "end_rate": rate}
 
 
 def _episode_sums(transitions, names):
@@ -139,7 +152,7 @@ class Trainer:
 
   def _schedule(self, start, rate) -> dict:
     """The learning-rate line from `rate` at iteration `start` to this run's horizon."""
-    end_rate = rate if self.config.lr_schedule == "constant" else 0.0
+    end_rate = 0.0 if self.config.lr_schedule == "linear" else rate
     return {"start": jnp.int32(start), "end": jnp.int32(self.num_iterations),
             "rate": jnp.float32(rate), "end_rate": jnp.float32(end_rate)}
 
@@ -148,11 +161,12 @@ class Trainer:
 
     Constant: the configured rate. Linear, with a new horizon: the line restarts from the rate
     of the last iteration run and falls to 0 at the new end, so an extension decays on smoothly
-    from where the run stopped (with the same horizon nothing changes: exact resume)."""
+    from where the run stopped (with the same horizon nothing changes: exact resume). Adaptive:
+    the rate in the state."""
     schedule = host_value(state.lr_schedule)
     if self.config.lr_schedule == "constant":
       schedule = self._schedule(schedule["start"], self.config.learning_rate)
-    elif int(schedule["end"]) != self.num_iterations:
+    elif self.config.lr_schedule == "linear" and int(schedule["end"]) != self.num_iterations:
       last = max(int(host_value(state.iteration)) - 1, 0)
       schedule = self._schedule(last, learning_rate(schedule, last))
     return state._replace(lr_schedule=schedule)
@@ -292,6 +306,9 @@ class Trainer:
                "reward_per_step": jax.lax.pmean(jnp.mean(tr["reward"]), AXIS) / cfg.reward_scaling,
                "action_std": jnp.mean(jnp.exp(params["log_std"])),
                "value_mean": jax.lax.pmean(jnp.mean(tr["value"]), AXIS)}
+    schedule = state.lr_schedule
+    if cfg.lr_schedule == "adaptive":  # the next iteration's rate
+      schedule = adapt_to_kl(schedule, sgd_info["approx_kl"], cfg.kl_target)
     curriculum = state.curriculum
     if self.curriculum:
       curriculum, curriculum_metrics = self.curriculum.update(curriculum, tr["curriculum"], AXIS)
@@ -300,7 +317,7 @@ class Trainer:
         params=params, opt_state=opt_state, obs_stats=obs_stats, critic_obs_stats=critic_stats,
         env_state=env_state, rng=rng, iteration=state.iteration + 1,
         env_steps=counter.add(state.env_steps, cfg.num_envs * cfg.unroll_length),
-        curriculum=curriculum, lr_schedule=state.lr_schedule)
+        curriculum=curriculum, lr_schedule=schedule)
     return new_state, metrics
 
   def _collect(self, state: TrainState):

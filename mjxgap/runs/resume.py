@@ -85,6 +85,7 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
     if saved_inputs.get(field) != now[field]:
       a, b = getattr(saved, field), getattr(requested, field)
       refuse(field, a, b, " (its contents changed)" if a == b else " (compared by contents)")
-  if saved.ppo.lr_schedule == "linear" and saved.ppo.learning_rate != requested.ppo.learning_rate:
+  if (saved.ppo.lr_schedule in ("linear", "adaptive")
+      and saved.ppo.learning_rate != requested.ppo.learning_rate):
     refuse("ppo.learning_rate", saved.ppo.learning_rate, requested.ppo.learning_rate,
-           " (a linear schedule continues from the rate in the checkpoint)")
+           f" (the {saved.ppo.lr_schedule} schedule continues from the rate in the checkpoint)")
