@@ -529,11 +529,11 @@ def test_extended_linear_schedule_continues_from_the_last_rate():
     np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("start, kl_target, used", [
+@pytest.mark.parametrize("start, kl_target, rates", [
     (5e-3, 1e3, [5e-3, 7.5e-3, 1e-2, 1e-2]),  # KL far under target / 2: x1.5 up to 1e-2
     (2e-5, 1e-12, [2e-5, 2e-5 / 1.5, 1e-5, 1e-5]),  # far over 2 x target: /1.5 down to 1e-5
 ])
-def test_adaptive_rate_follows_the_kl_within_its_bounds(start, kl_target, used):
+def test_adaptive_rate_follows_the_kl_within_its_bounds(start, kl_target, rates):
   """`ppo.lr_schedule=adaptive`: each iteration's rate (logged, as `learning_rate`, from the
   schedule every update of the iteration reads), hand-computed from rsl_rl's rule; resume keeps
   it. Two epochs: the first update of an iteration sees the rollout's own policy (KL 0)."""
@@ -546,7 +546,7 @@ def test_adaptive_rate_follows_the_kl_within_its_bounds(start, kl_target, used):
     logged.append(float(metrics["learning_rate"]))
     kl = float(metrics["approx_kl"])
     assert 0 < kl < 0.5 * kl_target or kl > 2 * kl_target  # the cases the figures assume
-  np.testing.assert_allclose(logged, used, rtol=1e-6)
+  np.testing.assert_allclose(logged, rates, rtol=1e-6)
   resumed = trainer.resume(states[-1]).lr_schedule
   assert float(resumed["rate"]) == float(states[-1].lr_schedule["rate"]) != start
 
