@@ -74,7 +74,6 @@ def _trained(run: pathlib.Path) -> tuple[int, float]:
 def _train(run: pathlib.Path, args) -> None:
   """Trains to --total-steps; with --lr-drop, in two `mjxgap train` calls (the second resumes at
   the lower rate); with --budget-s, each call gets what is left of the budget."""
-  _restore_run(run, _saved(args.name))
   budget_s = args.budget_s or None
   legs = [(args.total_steps, budget_s, None)]  # (to env steps, to training seconds, rate)
   if args.lr_drop:
@@ -261,6 +260,7 @@ def main() -> None:
   if args.save_run:
     _save_run(run, _saved(args.name))
     return
+  _restore_run(run, _saved(args.name))  # a fresh machine resumes, or reports, from the commit
   if args.phase in ("train", "all"):
     _train(run, args)
   if args.phase == "train":
