@@ -139,7 +139,7 @@ def test_export_drops_the_actors_estimate_outputs():
   rng = np.random.default_rng(1)
   obs = rng.normal(size=(64, 4)).astype(np.float32)
   params = {"actor": actor.init(jax.random.PRNGKey(1), obs), "log_std": jnp.zeros(2)}
-  params["actor"] = jax.tree.map(lambda w: w * 30.0, params["actor"])  # some reach the clip
+  params["actor"] = jax.tree.map(lambda w: w * 8.0, params["actor"])  # ~40% reach the clip
   stats = norm.update(norm.init(4), jnp.asarray(2.0 + 3.0 * obs))
   policy = export.from_train_state(params, stats, PPOConfig(activation="elu", action_clip=1.0))
   full = np.asarray(actor.apply(params["actor"], norm.normalize(stats, jnp.asarray(obs))))
