@@ -6,6 +6,7 @@ MuJoCo Menagerie name; every way of getting it wrong is a `UserError` naming the
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.resources
 import logging
@@ -64,6 +65,12 @@ class Robot:
   @property
   def n_substeps(self) -> int:
     return int(round(self.ctrl_dt / self.sim_dt))
+
+  def with_physics_step(self, timestep_s: float) -> "Robot":
+    """The same robot simulated at physics timestep `timestep_s` (its own model untouched)."""
+    m = copy.copy(self.mj_model)
+    m.opt.timestep = timestep_s
+    return dataclasses.replace(self, mj_model=m)
 
   @property
   def default_joint_pos(self) -> np.ndarray:

@@ -375,6 +375,31 @@ def test_stand_terminates_when_torso_dropped_or_tipped(env, fns):
   np.testing.assert_allclose(ok.pipeline_state.time, [0.02, 0.02], rtol=1e-6)
 
 
+def test_training_physics_step_steps_the_robot_at_that_step(builtin_robot):
+  """`training_physics_step_s` (a training aid): a control period is 4 physics steps of 5 ms,
+  as bare mjx.step gives on the robot's model with MuJoCo's timestep set to 5 ms; the robot
+  itself keeps its 4 ms. A step that does not divide the control period is one clear error."""
+  from mjxgap.errors import UserError
+  from mjxgap.robot import builtin_asset_dir
+
+  from conftest import bare_mjx_steps
+
+  env = make_env("stand", builtin_robot, {"training_physics_step_s": 0.005})
+  assert env.n_substeps == 4 and builtin_robot.sim_dt == 0.004
+  s0 = jax.jit(env.reset)(jax.random.PRNGKey(3))  # joint noise: the joints move
+  s1 = jax.jit(env.step)(s0, jnp.zeros(env.action_size))
+  np.testing.assert_allclose(s1.pipeline_state.time, 0.02, rtol=1e-6)
+  m = mujoco.MjModel.from_xml_path(str(builtin_asset_dir() / "mjxgap_humanoid" / "scene.xml"))
+  m.opt.timestep = 0.005
+  qpos = bare_mjx_steps(mjx.put_model(m), s0.pipeline_state, [env._default_joint_pos] * 4)[0][-1]
+  np.testing.assert_allclose(s1.pipeline_state.qpos, qpos, atol=1e-5)
+  with pytest.raises(UserError, match="ctrl_dt 0.02 s is not a whole multiple of the physics "
+                                      "timestep 0.006 s \\(training_physics_step_s\\)"):
+    make_env("stand", builtin_robot, {"training_physics_step_s": 0.006})
+  with pytest.raises(UserError, match="training_physics_step_s needs the pd actuator"):
+    make_env("stand", builtin_robot, {"training_physics_step_s": 0.005}, actuator="dcmotor")
+
+
 def test_builtin_stands_10_s_at_zero_action(builtin_robot):
   stand = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0})
   steps = int(round(10.0 / stand.dt))

@@ -237,13 +237,16 @@ def test_sim_reference_from_the_export_alone_is_mjxgap_eval(small_export):
 
 
 def test_evaluation_samples_the_tasks_own_commands(small_export, tmp_path, monkeypatch):
-  """A run trained with a training aid (`TRAINING_AIDS`) is evaluated, by `mjxgap eval` and by
-  the gap report's MJX side, on the task's own command distribution."""
+  """A run trained with training aids (`TRAINING_AIDS`: commands, the physics step) is
+  evaluated, by `mjxgap eval` and by the gap report's MJX side, and exported, on the task's own
+  command distribution and the robot's own physics step."""
   import shutil
 
+  from mjxgap.deploy import export as export_lib
   from mjxgap.env.task import TRAINING_AIDS
   from mjxgap.evaluation import evaluate as evaluate_lib
   from mjxgap.gap import mjx
+  from mjxgap.runs import factory
 
   aids = {name: 0.5 for name in TRAINING_AIDS}
   run, out = small_export
@@ -264,7 +267,10 @@ def test_evaluation_samples_the_tasks_own_commands(small_export, tmp_path, monke
   monkeypatch.setattr(evaluate_lib, "check", check)
   with pytest.raises(RuntimeError, match="stop before compiling"):
     evaluate_lib.evaluate(run)
-  assert seen == [TRAINING_AIDS]
+  monkeypatch.setattr(factory, "check", check)
+  with pytest.raises(RuntimeError, match="stop before compiling"):
+    export_lib.export(run, tmp_path / "exported")
+  assert seen == [TRAINING_AIDS, TRAINING_AIDS]
 
 
 def test_mjx_expresses_a_profile_as_randomization_and_lists_the_rest():

@@ -260,16 +260,18 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   from mjxgap.files import folder_atomic, write_atomic, write_npz_atomic
   from mjxgap.runs import checkpoint
   from mjxgap.robot import load_robot
-  from mjxgap.runs.factory import check, make_trainer
+  from mjxgap.runs.factory import check, make_trainer, without_training_aids
   from mjxgap.runs.resume import load_config
 
   run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise UserError(f"--out {out}: exists and is not an empty folder")
   config = load_config(run_dir, validate=False)
-  inputs = check(config)
+  inputs = check(without_training_aids(config))
   checkpoint.read_meta(run_dir, step)  # a clear error before building anything
-  env = inputs.env(load_robot(config.robot))  # the training env
+  # the training env at the robot's own physics step and the task's own commands: what the
+  # sidecar records and the parity check's recorded observations come from
+  env = inputs.env(load_robot(config.robot))
   trainer = make_trainer(config, env)
   state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
   policy = from_train_state(state.params, state.obs_stats, config.ppo)

@@ -72,9 +72,14 @@ class LocomotionEnv(Env):
       robot = actuators.torque_actuated(robot)
     if abs(config.ctrl_dt - robot.ctrl_dt) > 1e-12:
       robot = dataclasses.replace(robot, ctrl_dt=config.ctrl_dt)
+    if config.training_physics_step_s > 0:
+      if actuator is not None:  # a network's lags are counted in the robot's own physics steps
+        raise UserError(f"task {config.name}: training_physics_step_s needs the pd actuator")
+      robot = robot.with_physics_step(config.training_physics_step_s)
     if robot.n_substeps < 1 or abs(robot.n_substeps * robot.sim_dt - config.ctrl_dt) > 1e-9:
+      source = " (training_physics_step_s)" if config.training_physics_step_s > 0 else ""
       raise UserError(f"task {config.name}: ctrl_dt {config.ctrl_dt} s is not a whole multiple "
-                      f"of the physics timestep {robot.sim_dt} s")
+                      f"of the physics timestep {robot.sim_dt} s{source}")
     self.robot, self.config, self.dr = robot, config, randomization
     m = robot.mj_model
     # this process's own device: MJX's default is the first device of all processes, which a

@@ -17,7 +17,8 @@ ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action
 CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
 # Task fields that shape training only, with the values evaluation (`mjxgap eval`, the gap
 # report's MJX side) uses: every policy of a task is measured on the same command distribution.
-TRAINING_AIDS = {"single_axis_command_prob": 0.0, "outer_command_prob": 0.0}
+TRAINING_AIDS = {"single_axis_command_prob": 0.0, "outer_command_prob": 0.0,
+                 "training_physics_step_s": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,10 @@ class TaskConfig:
   # draw to its range's end on the same side (so it is uniform over the outer half of that side):
   # fast walking while turning and stepping sideways, where a uniform draw rarely goes
   outer_command_prob: float = 0.0
+  # a training aid: the physics timestep (s) of training, in place of the robot file's own (0);
+  # `ctrl_dt` must be a whole multiple of it. A coarser step (5 ms for the built-in robot's
+  # 4 ms) buys more env steps per second; evaluation and export use the robot's own step.
+  training_physics_step_s: float = 0.0
   # the gait clock: each foot's phase advances at this frequency (0: no clock), the feet half a
   # cycle apart; a foot swings in the first half of its cycle, up to `swing_height_m`
   gait_frequency_hz: float = 0.0
@@ -80,7 +85,7 @@ class TaskConfig:
       if not float(getattr(self, field)) > 0:
         raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
     for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s",
-                  "gait_frequency_hz", "swing_height_m"):
+                  "gait_frequency_hz", "swing_height_m", "training_physics_step_s"):
       if not float(getattr(self, field)) >= 0:
         raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
     if not (isinstance(self.actor_frames, int) and self.actor_frames >= 1):

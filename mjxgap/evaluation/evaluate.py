@@ -12,7 +12,6 @@ on the training env, only restores the checkpoint and gives the deterministic po
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 
 import jax
@@ -21,12 +20,11 @@ import numpy as np
 
 from mjxgap.env import vector
 from mjxgap.env.locomotion import TRACKING_ERRORS
-from mjxgap.env.task import TRAINING_AIDS
 from mjxgap.errors import UserError
 from mjxgap.evaluation import stats
 from mjxgap.runs import checkpoint
 from mjxgap.robot import load_robot
-from mjxgap.runs.factory import check, make_trainer
+from mjxgap.runs.factory import check, make_trainer, without_training_aids
 from mjxgap.runs.resume import load_config
 from mjxgap.sim import adr as adr_lib
 
@@ -38,8 +36,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   with `falls`, also each fallen episode's time of the fall and command then (where it breaks)."""
   run_dir = pathlib.Path(run_dir)
   config = load_config(run_dir, validate=False)
-  # the task's own commands, whatever training aids the run used
-  config = dataclasses.replace(config, task_overrides={**config.task_overrides, **TRAINING_AIDS})
+  config = without_training_aids(config)
   inputs = check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")

@@ -16,7 +16,7 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Mapping
 
 from mjxgap.env.locomotion import LocomotionEnv
-from mjxgap.env.task import TaskConfig
+from mjxgap.env.task import TRAINING_AIDS, TaskConfig
 from mjxgap.errors import UserError
 from mjxgap.runs.config import REWARD_PREFIX
 from mjxgap.robot import Robot, load_robot
@@ -134,6 +134,12 @@ def inputs(task: str, overrides: Mapping[str, Any] | None = None,
   choice = parse_actuator(actuator)
   net = load_net(choice.net_dir) if choice.net_dir is not None else None
   return Inputs(task_cfg, dr_spec, choice, net)
+
+
+def without_training_aids(config: TrainConfig) -> TrainConfig:
+  """The run's config as evaluation and export see it: the task's own commands and the robot's
+  own physics step, whatever training aids (`TRAINING_AIDS`) the run trained with."""
+  return dataclasses.replace(config, task_overrides={**config.task_overrides, **TRAINING_AIDS})
 
 
 def check(config: TrainConfig, dr: str | None = None, actuator: str | None = None) -> Inputs:
