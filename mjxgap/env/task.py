@@ -16,7 +16,8 @@ PERFORMANCE_MEASURES = ("survival", "tracking")
 ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action", "command")
 CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
 # Task fields that shape training only, with the values evaluation (`mjxgap eval`, the gap
-# report's MJX side) uses: every policy of a task is measured on the same command distribution.
+# report's MJX side) and export use: every policy of a task is measured on the same command
+# distribution, at the robot's own physics step.
 TRAINING_AIDS = {"single_axis_command_prob": 0.0, "outer_command_prob": 0.0,
                  "training_physics_step_s": 0.0}
 
