@@ -380,7 +380,6 @@ def test_training_physics_step_steps_the_robot_at_that_step(builtin_robot):
   as bare mjx.step gives on the robot's model with MuJoCo's timestep set to 5 ms; the robot
   itself keeps its 4 ms. A step that does not divide the control period is one clear error."""
   from mjxgap.errors import UserError
-  from mjxgap.robot import builtin_asset_dir
 
   from conftest import bare_mjx_steps
 
@@ -389,7 +388,7 @@ def test_training_physics_step_steps_the_robot_at_that_step(builtin_robot):
   s0 = jax.jit(env.reset)(jax.random.PRNGKey(3))  # joint noise: the joints move
   s1 = jax.jit(env.step)(s0, jnp.zeros(env.action_size))
   np.testing.assert_allclose(s1.pipeline_state.time, 0.02, rtol=1e-6)
-  m = mujoco.MjModel.from_xml_path(str(builtin_asset_dir() / "mjxgap_humanoid" / "scene.xml"))
+  m = mujoco.MjModel.from_xml_path(builtin_robot.source)  # the robot's file, MuJoCo's loader
   m.opt.timestep = 0.005
   qpos = bare_mjx_steps(mjx.put_model(m), s0.pipeline_state, [env._default_joint_pos] * 4)[0][-1]
   np.testing.assert_allclose(s1.pipeline_state.qpos, qpos, atol=1e-5)
