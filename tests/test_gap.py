@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 
+import jax
 import mujoco
 import numpy as np
 import pytest
@@ -271,6 +272,40 @@ def test_evaluation_samples_the_tasks_own_commands(small_export, tmp_path, monke
   with pytest.raises(RuntimeError, match="stop before compiling"):
     export_lib.export(run, tmp_path / "exported")
   assert seen == [TRAINING_AIDS, TRAINING_AIDS]
+
+
+def test_a_run_trained_at_a_coarser_physics_step_evaluates_and_exports(small_export, tmp_path, capsys):
+  """A checkpoint trained at 5 ms, whose latency buffers hold fewer physics steps than the
+  robot's own 4 ms needs, restores into `mjxgap eval` and `mjxgap export`, which run at 4 ms."""
+  from mjxgap import __version__
+  from mjxgap.robot import load_robot
+  from mjxgap.runs import checkpoint, factory
+  from mjxgap.runs.resume import load_config
+
+  run = tmp_path / "run"
+  run.mkdir()
+  config = json.loads((small_export[0] / "config.json").read_text())
+  config["task_overrides"]["training_physics_step_s"] = 0.005
+  (run / "config.json").write_text(json.dumps(config))
+  trained = load_config(run)
+  robot = load_robot(trained.robot)
+  env = factory.check(trained).env(robot)
+  trainer = factory.make_trainer(trained, env)
+  state = trainer.init(0)
+  at_own_step = factory.check(factory.without_training_aids(trained)).env(robot)
+  history = lambda e: jax.eval_shape(e.reset, jax.random.PRNGKey(0)).info["target_history"].shape
+  assert history(env) != history(at_own_step)  # the shapes the restore must not confuse
+  saver = checkpoint.Checkpointer(run)
+  saver.save(state, trained.to_dict(), __version__, {})
+  saver.close()
+
+  code, out, err = run_cli(["eval", str(run), "--episodes", "4"], capsys)
+  assert code == 0, err
+  assert json.loads(out.strip().splitlines()[-1])["iteration"] == 0
+  code, _, err = run_cli(["export", str(run), "--out", str(tmp_path / "exported")], capsys)
+  assert code == 0, err
+  spec = json.loads((tmp_path / "exported" / "policy.json").read_text())
+  assert spec["physics_step_s"] == pytest.approx(robot.mj_model.opt.timestep) == 0.004
 
 
 def test_mjx_expresses_a_profile_as_randomization_and_lists_the_rest():

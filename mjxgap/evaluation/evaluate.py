@@ -35,17 +35,17 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   """Mean return, length and fall rate of `episodes` episodes with the deterministic policy;
   with `falls`, also each fallen episode's time of the fall and command then (where it breaks)."""
   run_dir = pathlib.Path(run_dir)
-  config = load_config(run_dir, validate=False)
-  config = without_training_aids(config)
-  inputs = check(config)
+  trained = load_config(run_dir, validate=False)
+  config = without_training_aids(trained)
+  check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
   robot = load_robot(config.robot)
-  train_env = inputs.env(robot)  # the trained state's shapes come from it
   eval_dr, eval_actuator = dr or config.dr, actuator or config.actuator
-  env = (train_env if (eval_dr, eval_actuator) == (config.dr, config.actuator)  # one episode each
-         else check(config, eval_dr, eval_actuator).env(robot))
-  trainer = make_trainer(config, train_env)
+  env = check(config, eval_dr, eval_actuator).env(robot)
+  # the saved state's shapes are those of the env it trained in, training aids included (a
+  # coarser physics step holds fewer steps of actuator latency)
+  trainer = make_trainer(trained, check(trained).env(robot))
   iteration, adr_ranges, host_state = None, None, None
   if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):
     host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
