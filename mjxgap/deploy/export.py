@@ -271,10 +271,10 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   checkpoint.read_meta(run_dir, step)  # a clear error before building anything
   # the training env at the robot's own physics step and the task's own commands: what the
   # sidecar records and the parity check's recorded observations come from
-  robot = load_robot(config.robot)
-  env = inputs.env(robot)
-  # the saved state's shapes are those of the env it trained in, training aids included
-  trainer = make_trainer(config, check(config).env(robot))
+  env = inputs.env(load_robot(config.robot))
+  # on the env it trained in (`make_trainer`'s default), training aids included: the saved
+  # state's shapes
+  trainer = make_trainer(config)
   state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
   policy = from_train_state(state.params, state.obs_stats, config.ppo)
   model = onnx_model(policy, f"mjxgap policy: {config.robot} / {config.task}, "

@@ -37,15 +37,16 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   run_dir = pathlib.Path(run_dir)
   trained = load_config(run_dir, validate=False)
   config = without_training_aids(trained)
-  check(config)
+  inputs = check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
   robot = load_robot(config.robot)
   eval_dr, eval_actuator = dr or config.dr, actuator or config.actuator
-  env = check(config, eval_dr, eval_actuator).env(robot)
-  # the saved state's shapes are those of the env it trained in, training aids included (a
-  # coarser physics step holds fewer steps of actuator latency)
-  trainer = make_trainer(trained, check(trained).env(robot))
+  env = (inputs.env(robot) if (eval_dr, eval_actuator) == (config.dr, config.actuator)
+         else check(config, eval_dr, eval_actuator).env(robot))
+  # on the env it trained in (`make_trainer`'s default), training aids included: the saved
+  # state's shapes (a coarser physics step holds fewer steps of actuator latency)
+  trainer = make_trainer(trained)
   iteration, adr_ranges, host_state = None, None, None
   if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):
     host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
