@@ -5,6 +5,7 @@ every kept checkpoint), the final policy over 256 episodes, export, and the expo
 native MuJoCo under forward, backward, sideways and turning commands (with a GIF).
 
     python experiments/walk_cpu.py --out runs/walk_cpu
+    python experiments/walk_cpu.py @experiments/walk_builtin.args --out runs/walk  # best recipe
 
 Resumable: an interrupted training continues from its last checkpoint (`mjxgap train
 --resume`), evaluated checkpoints are not evaluated again. `--save-run` packs the run's config,
@@ -225,8 +226,16 @@ def _lr_drop(text: str) -> tuple[int | None, float | None, float]:
         f"expected ENV_STEPS:RATE or SECONDSs:RATE (e.g. 17408000:1e-4, 5356s:1e-4), got {text!r}")
 
 
-def main() -> None:
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+class _Parser(argparse.ArgumentParser):
+  """Reads `@FILE` arguments as whitespace-separated words, `#` starting a comment."""
+
+  def convert_arg_line_to_args(self, arg_line: str) -> list[str]:
+    return arg_line.split("#", 1)[0].split()
+
+
+def parser() -> argparse.ArgumentParser:
+  """The command line; `@FILE` reads arguments from FILE (e.g. walk_builtin.args)."""
+  p = _Parser(description=__doc__.splitlines()[0], fromfile_prefix_chars="@")
   p.add_argument("--out", default="runs/walk_cpu")
   p.add_argument("--total-steps", type=int, default=25_000_000)
   p.add_argument("--symmetry-cost", type=float, default=0.5)
@@ -252,7 +261,11 @@ def main() -> None:
   p.add_argument("--phase", choices=("train", "report", "all"), default="all")
   p.add_argument("--save-run", action="store_true",
                  help="pack the run's latest checkpoint into results/ (to commit) and stop")
-  args = p.parse_args()
+  return p
+
+
+def main() -> None:
+  args = parser().parse_args()
   out = pathlib.Path(args.out)
   run = out / "run"
   out.mkdir(parents=True, exist_ok=True)

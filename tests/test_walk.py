@@ -4,6 +4,7 @@ robots (one training iteration each on the `gpu` preset's networks)."""
 
 import json
 import math
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -361,3 +362,37 @@ def test_robot_walk_config_trains_one_iteration(tmp_path, path, swing_m, hips):
     assert np.isfinite(rows[0][k]), k
   saved = json.loads((out / "config.json").read_text())
   assert saved["ppo"]["actor_hidden"] == [512, 256, 128]
+
+
+def test_walking_recipe_file_is_its_committed_run():
+  """`experiments/walk_builtin.args` (the README's walking command) parsed by walk_cpu.py's own
+  command line gives exactly the committed run it names: its task overrides and symmetry
+  augmentation (the packed config.json), its learning-rate drop (the metrics: 3e-4 up to the
+  drop's env steps, the lower rate after) and its 2-hour budget (the iterations' seconds)."""
+  import importlib.util
+  import sys
+  import tarfile
+
+  from mjxgap.runs.config import PRESETS, apply_overrides
+
+  experiments = pathlib.Path(__file__).resolve().parents[1] / "experiments"
+  sys.path.insert(0, str(experiments))
+  try:
+    spec = importlib.util.spec_from_file_location("walk_cpu", experiments / "walk_cpu.py")
+    walk_cpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(walk_cpu)
+  finally:
+    sys.path.remove(str(experiments))
+  args = walk_cpu.parser().parse_args([f"@{experiments / 'walk_builtin.args'}", "--out", "x"])
+  with tarfile.open(experiments / "results" / args.name / "run_latest.tar.gz") as tar:
+    config = json.load(tar.extractfile("run/config.json"))
+    rows = [json.loads(line) for line in tar.extractfile("run/metrics.jsonl")]
+  expected = apply_overrides(PRESETS["cpu"], args.set).task_overrides
+  assert config["task_overrides"] == json.loads(json.dumps(expected))
+  assert config["ppo"]["symmetry_augmentation"] is args.symmetry_augmentation is True
+  drop_steps, _, rate = args.lr_drop
+  rates = lambda sel: {np.float32(r["learning_rate"]) for r in rows if sel(r["env_steps"])}
+  assert rates(lambda s: s <= drop_steps) == {np.float32(PRESETS["cpu"].ppo.learning_rate)}
+  assert rates(lambda s: s > drop_steps) == {np.float32(rate)}
+  per_iteration = config["ppo"]["num_envs"] * config["ppo"]["unroll_length"]
+  assert args.budget_s - 60 < sum(per_iteration / r["sps"] for r in rows) <= args.budget_s
