@@ -1,6 +1,7 @@
 """Walking: the gait clock on both sides of the deploy boundary, left/right mirror symmetry
 against MuJoCo's own physics, the symmetry loss by hand, and the walk configs of the shared
-robots (one training iteration each on the `gpu` preset's networks)."""
+robots (one training iteration each on the `gpu` preset's networks); the walking recipe file
+against its committed run."""
 
 import json
 import math
@@ -367,8 +368,9 @@ def test_robot_walk_config_trains_one_iteration(tmp_path, path, swing_m, hips):
 def test_walking_recipe_file_is_its_committed_run():
   """`experiments/walk_builtin.args` (the README's walking command) parsed by walk_cpu.py's own
   command line gives exactly the committed run it names: its task overrides and symmetry
-  augmentation (the packed config.json), its learning-rate drop (the metrics: 3e-4 up to the
-  drop's env steps, the lower rate after) and its 2-hour budget (the iterations' seconds)."""
+  augmentation (the packed config.json), its learning-rate drop (the metrics: the `cpu` preset's
+  rate up to the drop's env steps, the lower rate after) and its 2-hour budget (the iterations'
+  seconds)."""
   import importlib.util
   import sys
   import tarfile
