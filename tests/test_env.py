@@ -145,6 +145,7 @@ def _np_terms(env, prev, cur, action, i):
       "pose": np.sum(jp ** 2), "joint_vel": np.sum(qvel[r.qvel_adr] ** 2),
       "torques": np.sum(torque ** 2), "action_rate": np.sum((action - last) ** 2),
       "tracking_lin_vel": np.exp(-np.sum((cmd[:2] - v[:2]) ** 2) / sig),
+      "tracking_lin_vel_y": np.exp(-(cmd[1] - v[1]) ** 2 / env.config.lateral_tracking_sigma),
       "tracking_ang_vel": np.exp(-(cmd[2] - w[2]) ** 2 / sig),
       "feet_air_time": np.sum((np.minimum(air, 0.5) - 0.2) * first) * moving,
       "feet_phase": np.exp(-np.sum((height - ref) ** 2) / 0.01),

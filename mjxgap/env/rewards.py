@@ -71,6 +71,13 @@ def tracking_lin_vel(q: StepQuantities) -> jax.Array:
   return jnp.exp(-err / q.tracking_sigma)
 
 
+def tracking_lin_vel_y(q: StepQuantities) -> jax.Array:
+  """Lateral tracking alone, in its own narrower kernel: the lateral range is small, so inside
+  `tracking_lin_vel`'s kernel standing still under a sideways command keeps most of the reward."""
+  err = jnp.square(q.command[1] - q.base_lin_vel[1])
+  return jnp.exp(-err / q.lateral_tracking_sigma)
+
+
 def tracking_ang_vel(q: StepQuantities) -> jax.Array:
   err = jnp.square(q.command[2] - q.base_ang_vel[2])
   return jnp.exp(-err / q.tracking_sigma)
@@ -142,7 +149,7 @@ def stand_still(q: StepQuantities) -> jax.Array:
 REWARD_TERMS: dict[str, RewardTerm] = {
     f.__name__: f
     for f in (alive, termination, orientation, base_height, lin_vel_z, lin_vel_xy, ang_vel_xy,
-              ang_vel_z, pose, joint_vel, torques, action_rate, tracking_lin_vel,
+              ang_vel_z, pose, joint_vel, torques, action_rate, tracking_lin_vel, tracking_lin_vel_y,
               tracking_ang_vel, feet_air_time, feet_phase, feet_slip, feet_distance, joint_limits,
               hip_deviation, knee_deviation, stand_still)
 }
