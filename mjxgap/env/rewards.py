@@ -149,7 +149,7 @@ def stand_still(q: StepQuantities) -> jax.Array:
 REWARD_TERMS: dict[str, RewardTerm] = {
     f.__name__: f
     for f in (alive, termination, orientation, base_height, lin_vel_z, lin_vel_xy, ang_vel_xy,
-              ang_vel_z, pose, joint_vel, torques, action_rate, tracking_lin_vel, tracking_lin_vel_y,
-              tracking_ang_vel, feet_air_time, feet_phase, feet_slip, feet_distance, joint_limits,
-              hip_deviation, knee_deviation, stand_still)
+              ang_vel_z, pose, joint_vel, torques, action_rate, tracking_lin_vel,
+              tracking_lin_vel_y, tracking_ang_vel, feet_air_time, feet_phase, feet_slip,
+              feet_distance, joint_limits, hip_deviation, knee_deviation, stand_still)
 }
