@@ -31,8 +31,11 @@ from common import RESULTS, keep, mjxgap, provenance, read_metrics
 
 TARGET_ERROR_MPS, TARGET_FALL_RATE = 0.2, 0.05
 TARGET_DR = "nominal_dr"  # what every evaluation runs under, whatever the training's (--train-dr)
-PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0", "turn": "0,0,0.8",
-         "forward_turn": "0.8,0,0.5"}
+# the native plays' commands (forward m/s, lateral m/s, yaw rad/s); each is also evaluated in MJX
+# over --curve-episodes randomized episodes (`mjxgap eval --command`): one deterministic play
+# from the default pose shows a behaviour, the evaluation how often it holds
+PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0",
+         "sideways_right": "0,-0.3,0", "turn": "0,0,0.8", "forward_turn": "0.8,0,0.5"}
 
 
 MAIN = "walk_cpu"  # the run behind the committed policy; other --name values are attempts
@@ -289,6 +292,11 @@ def main() -> None:
               # diagnosis: the same policy without randomization, latency, noise or pushes
               "no_dr": mjxgap("eval", str(run), "--episodes", str(args.curve_episodes),
                               "--dr", "none")}
+  cached.setdefault("commands", {})
+  for name, command in PLAYS.items():  # each play's command held for whole episodes, in MJX
+    if name not in cached["commands"]:
+      cached["commands"][name] = mjxgap("eval", str(run), "--episodes", str(args.curve_episodes),
+                                        "--dr", TARGET_DR, "--command", command, "--falls")
     finals.write_text(json.dumps(cached, indent=1) + "\n")
   final, final_no_dr = cached["final"], cached["no_dr"]
   first = next((q for q in curve if _reached(q)), None)
@@ -317,6 +325,10 @@ def main() -> None:
       "final_eval": final,
       "target_reached_by_final": _reached(final),
       "final_eval_without_randomization": final_no_dr,
+      # per play command: fall rate and errors over randomized episodes under that command only
+      "command_evals": {k: {f: v[f] for f in ("fall_rate", "fall_rate_ci95", "lin_vel_error_mps",
+                                               "yaw_rate_error_rad_s")}
+                        for k, v in cached["commands"].items()},
       "curve": curve,
       "native_play": {k: {f: v.get(f) for f in ("fell", "survived_s", "distance_m",
                                                  "displacement_m", "yaw_change_rad",

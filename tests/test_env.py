@@ -269,6 +269,31 @@ def test_single_axis_commands_keep_one_uniform_axis():
   np.testing.assert_array_equal(draw(), before)
 
 
+def test_eval_fixed_command_holds_one_command_all_episode():
+  """`mjxgap eval --command`: every draw, at reset and at every resampling step, is the given
+  command, whatever the run's command aids; a task without commands refuses it."""
+  from mjxgap.env.commands import Commands
+  from mjxgap.errors import UserError
+  from mjxgap.evaluation.evaluate import fixed_command
+  from mjxgap.runs.config import TrainConfig
+  from mjxgap.runs.factory import task_config
+
+  run = TrainConfig(task="walk", task_overrides={"single_axis_command_prob": 0.5,
+                                                 "outer_command_prob": 0.5,
+                                                 "zero_command_prob": 0.3})
+  pinned = fixed_command(run, (0.0, -0.3, 0.25))
+  commands = Commands(task_config("walk", pinned.task_overrides))
+  keys = jax.random.split(jax.random.PRNGKey(2), 512)
+  want = np.float32([0.0, -0.3, 0.25])
+  drawn = np.asarray(jax.vmap(commands.sample)(keys))
+  np.testing.assert_array_equal(drawn, np.tile(want, (512, 1)))
+  # the task resamples every 250 steps (5 s): the pinned one never changes its command
+  held = jax.vmap(lambda k: commands.at_step(jnp.int32(250), jnp.zeros(3), k))(keys)
+  np.testing.assert_array_equal(np.asarray(held), np.zeros((512, 3)))
+  with pytest.raises(UserError, match="task stand takes no velocity commands"):
+    fixed_command(TrainConfig(task="stand"), (0.5, 0.0, 0.0))
+
+
 def test_outer_commands_are_uniform_over_the_outer_halves():
   """With `outer_command_prob` 1, each axis is uniform over the outer half of its range on each
   side, the sides as often as a uniform draw picks them; with p, a share p + (1 - p) / 8 of the

@@ -302,6 +302,11 @@ def test_checkpoint_errors_one_line_exit_2(runs, tmp_path, capsys):
   shutil.copy(runs / "a" / "config.json", empty / "config.json")
   code, _, err = _cli(["eval", str(empty)], capsys)
   assert code == 2 and "no checkpoint" in err
+  # a velocity command for a task that takes none, or one that is not three finite numbers
+  code, _, err = _cli(["eval", str(runs / "a"), "--command", "0.5,0,0"], capsys)
+  assert code == 2 and "task stand takes no velocity commands" in err and err.count("\n") == 1
+  code, _, err = _cli(["eval", str(runs / "a"), "--command", "nan,0,0"], capsys)
+  assert code == 2 and "three finite numbers" in err and err.count("\n") == 1, err
   code, _, err = _cli(["train", "--out", str(empty), "--resume"], capsys)
   assert code == 2 and "no checkpoint" in err
   # training into a folder that already holds a run, without --resume

@@ -64,9 +64,9 @@ def _velocity_command(text: str) -> list[float]:
     command = [float(x) for x in text.split(",")]
   except ValueError:
     command = []
-  if len(command) != 3:
+  if len(command) != 3 or not all(math.isfinite(c) for c in command):
     raise argparse.ArgumentTypeError(
-        f"--command must be three numbers vx,vy,yaw_rate, got {text!r}")
+        f"--command must be three finite numbers vx,vy,yaw_rate, got {text!r}")
   return command
 
 
@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--seed", type=int, default=1_000_003)
   p.add_argument("--falls", action="store_true",
                  help="list each fallen episode: when it fell (s) and its command then")
+  p.add_argument("--command", dest="velocity_command", type=_velocity_command, default=None,
+                 help="one command for every whole episode: forward m/s, lateral m/s, yaw rad/s "
+                      "(default: the task's, resampled as in training)")
   p.add_argument("--out", help="also write the JSON result to this file")
 
   bench = sub.add_parser("bench", help="throughput benchmarks")
@@ -387,7 +390,7 @@ def run(argv: list[str] | None = None) -> int:
 
     enable_compilation_cache()
     _emit(evaluate(args.run, args.episodes, args.seed, args.policy, args.dr, args.step,
-                   args.actuator, args.falls), args.out)
+                   args.actuator, args.falls, args.velocity_command), args.out)
   elif args.command == "bench" and args.bench_command == "train":
     from mjxgap.evaluation.bench import bench_train
 

@@ -1,7 +1,9 @@
 """Deterministic evaluation of a run's checkpoint (or of the zero-action baseline) in MJX.
 
 Each of `episodes` envs runs one full episode from its own reset; an episode ends at its first
-`done` (fall, NaN or time limit). The zero-action policy holds the default pose: the baseline a
+`done` (fall, NaN or time limit). Commands are the task's own (resampled as in the task) or, with
+`command`, one fixed command held for every whole episode: where a policy breaks, one command at
+a time. The zero-action policy holds the default pose: the baseline a
 stand policy must beat, so a long survival proves learning and not a robot that stands by itself.
 An ADR run is evaluated over the ranges its curriculum had reached at that checkpoint, with no
 boundary evaluators (every episode samples the whole ranges).
@@ -12,6 +14,7 @@ on the training env, only restores the checkpoint and gives the deterministic po
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
 import jax
@@ -24,19 +27,25 @@ from mjxgap.errors import UserError
 from mjxgap.evaluation import stats
 from mjxgap.runs import checkpoint
 from mjxgap.robot import load_robot
-from mjxgap.runs.factory import check, make_trainer, without_training_aids
+from mjxgap.runs.factory import (check, make_trainer, robot_name, task_config,
+                                 without_training_aids)
+from mjxgap.runs.config import TrainConfig
 from mjxgap.runs.resume import load_config
 from mjxgap.sim import adr as adr_lib
 
 
 def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_003,
              policy: str = "trained", dr: str | None = None, step: int | None = None,
-             actuator: str | None = None, falls: bool = False) -> dict:
+             actuator: str | None = None, falls: bool = False,
+             command: tuple[float, float, float] | None = None) -> dict:
   """Mean return, length and fall rate of `episodes` episodes with the deterministic policy;
-  with `falls`, also each fallen episode's time of the fall and command then (where it breaks)."""
+  with `falls`, also each fallen episode's time of the fall and command then (where it breaks);
+  with `command` (forward m/s, lateral m/s, yaw rad/s), every episode under that one command."""
   run_dir = pathlib.Path(run_dir)
   trained = load_config(run_dir, validate=False)
   config = without_training_aids(trained)
+  if command is not None:
+    config = fixed_command(config, command)
   inputs = check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
@@ -103,6 +112,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       "dr": eval_dr,
       "actuator": eval_actuator,
       "episodes": episodes,
+      **({"command": [float(c) for c in command]} if command is not None else {}),
       "max_episode_length": env.episode_steps,
       "episode_return": float(ret.mean()),
       "episode_length": float(length.mean()),
@@ -121,3 +131,17 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       **({"adr_ranges": adr_ranges, "adr_boundary_evaluators": int(evaluators)}
          if adr_ranges else {}),
   }
+
+
+def fixed_command(config: TrainConfig, command) -> TrainConfig:
+  """`config` with every episode's command `command` (forward m/s, lateral m/s, yaw rad/s) from
+  its start to its end: no resampling, no zero commands, no command aids."""
+  task = task_config(config.task, config.task_overrides, robot_name(config.robot))
+  if not any(hi > lo for lo, hi in task.command_ranges):
+    raise UserError(f"--command: task {config.task} takes no velocity commands")
+  if len(command) != 3 or not all(np.isfinite(command)):
+    raise UserError(f"--command must be three finite numbers vx,vy,yaw_rate, got {command}")
+  pinned = {"command_ranges": tuple((float(c), float(c)) for c in command),
+            "command_resample_s": 0.0, "zero_command_prob": 0.0,
+            "single_axis_command_prob": 0.0, "outer_command_prob": 0.0}
+  return dataclasses.replace(config, task_overrides={**config.task_overrides, **pinned})
