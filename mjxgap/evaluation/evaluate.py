@@ -3,8 +3,8 @@
 Each of `episodes` envs runs one full episode from its own reset; an episode ends at its first
 `done` (fall, NaN or time limit). Commands are the task's own (resampled as in the task) or, with
 `command`, one fixed command held for every whole episode: where a policy breaks, one command at
-a time. The zero-action policy holds the default pose: the baseline a
-stand policy must beat, so a long survival proves learning and not a robot that stands by itself.
+a time. The zero-action policy holds the default pose: the baseline a stand policy must beat, so
+a long survival proves learning and not a robot that stands by itself.
 An ADR run is evaluated over the ranges its curriculum had reached at that checkpoint, with no
 boundary evaluators (every episode samples the whole ranges).
 
