@@ -297,7 +297,7 @@ def main() -> None:
     if name not in cached["commands"]:
       cached["commands"][name] = mjxgap("eval", str(run), "--episodes", str(args.curve_episodes),
                                         "--dr", TARGET_DR, "--command", command, "--falls")
-    finals.write_text(json.dumps(cached, indent=1) + "\n")
+      finals.write_text(json.dumps(cached, indent=1) + "\n")
   final, final_no_dr = cached["final"], cached["no_dr"]
   first = next((q for q in curve if _reached(q)), None)
   policy_dir = (RESULTS / "policies" / "walk_builtin" if args.name == MAIN

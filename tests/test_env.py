@@ -292,6 +292,8 @@ def test_eval_fixed_command_holds_one_command_all_episode():
   np.testing.assert_array_equal(np.asarray(held), np.zeros((512, 3)))
   with pytest.raises(UserError, match="task stand takes no velocity commands"):
     fixed_command(TrainConfig(task="stand"), (0.5, 0.0, 0.0))
+  with pytest.raises(UserError, match="three finite"):
+    task_config("walk", fixed_command(run, (np.nan, 0.0, 0.0)).task_overrides)
 
 
 def test_outer_commands_are_uniform_over_the_outer_halves():

@@ -106,9 +106,10 @@ class TaskConfig:
     for field in ("zero_command_prob", "single_axis_command_prob", "outer_command_prob"):
       if not 0 <= getattr(self, field) <= 1:
         raise UserError(f"task {self.name}: {field} must be in [0, 1], got {getattr(self, field)}")
-    if len(self.command_ranges) != 3 or any(lo > hi for lo, hi in self.command_ranges):
-      raise UserError(f"task {self.name}: command_ranges must be three (low, high) pairs with "
-                      f"low <= high, got {self.command_ranges}")
+    if len(self.command_ranges) != 3 or not all(
+        np.isfinite(lo) and np.isfinite(hi) and lo <= hi for lo, hi in self.command_ranges):
+      raise UserError(f"task {self.name}: command_ranges must be three finite (low, high) pairs "
+                      f"with low <= high, got {self.command_ranges}")
     for t in self.actor_obs + self.critic_obs + tuple(self.actor_estimates):
       if t not in obs_lib.OBSERVATION_TERMS:
         raise UserError(f"task {self.name}: unknown observation term {t!r}; known: "
