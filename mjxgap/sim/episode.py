@@ -63,6 +63,11 @@ class EpisodeSampler:
       ranges = {n: (low[i], high[i]) for i, n in enumerate(self._adr_names)}
     draws = self.randomizer.sample(k_physics, ranges)
     act_ms, obs_ms, joint_ms = self.latency.draw(k_delay, ranges)
+    noise_scale = self.noise.episode_scale(ranges, k_noise) if self.noise.on else None
+    if self.dr.clean_sensing_prob > 0:  # an episode of noiseless, undelayed sensing
+      sensed = (jax.random.uniform(jax.random.fold_in(key, 1)) >= self.dr.clean_sensing_prob).astype(jnp.float32)
+      act_ms, obs_ms, joint_ms = act_ms * sensed, obs_ms * sensed, joint_ms * sensed
+      noise_scale = None if noise_scale is None else noise_scale * sensed
     push_range = ranges.get("push_velocity_mps", self.dr.push_velocity_mps)
     return Episode(
         draws=draws,
@@ -70,7 +75,7 @@ class EpisodeSampler:
         default_pose_offset=self.randomizer.default_pose_offset(draws),
         actuator_gains=jnp.stack(self.randomizer.gains(draws)) if self.torque_actuated else None,
         action_delay_ms=act_ms, obs_delay_ms=obs_ms, joint_obs_delay_ms=joint_ms,
-        obs_noise_scale=self.noise.episode_scale(ranges, k_noise) if self.noise.on else None,
+        obs_noise_scale=noise_scale,
         push_range_mps=jnp.stack(push_range).astype(jnp.float32),
         adr=role)
 

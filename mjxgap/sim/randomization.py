@@ -43,7 +43,10 @@ class DomainRandomization:
   uniform, standard deviation for gaussian), each scale times a factor drawn per episode,
   uniform in `obs_noise_factor` ((1, 1): the scales as given; training on (0, 1) also shows the
   policy quieter sensors than its worst); pushes are base velocity kicks of a uniform
-  magnitude in `push_velocity_mps`, every uniform interval in `push_interval_s`.
+  magnitude in `push_velocity_mps`, every uniform interval in `push_interval_s`. A fraction
+  `clean_sensing_prob` of episodes has no observation noise and no delays (its physics still
+  randomized): the noiseless, undelayed sensing of a native playback, which a policy trained
+  only on noisy, delayed episodes never sees and may not stay up under.
   """
 
   params: tuple[ParamSpec, ...] = ()
@@ -55,6 +58,7 @@ class DomainRandomization:
   obs_noise_factor: tuple[float, float] = (1.0, 1.0)
   push_velocity_mps: tuple[float, float] = (0.0, 0.0)
   push_interval_s: tuple[float, float] = (5.0, 15.0)
+  clean_sensing_prob: float = 0.0
   # (joint name pattern, low ms, high ms): extra staleness of that group's joint readings,
   # drawn per episode, as when motors answer on separate buses
   joint_group_delay_ms: tuple[tuple[str, float, float], ...] = ()
@@ -72,6 +76,12 @@ class DomainRandomization:
                         f"got {(lo, hi)}")
     if self.push_velocity_mps[1] > 0 and self.push_interval_s[0] <= 0:
       raise UserError("randomization: push_interval_s low must be > 0 when pushes are on")
+    if not (np.isfinite(self.clean_sensing_prob) and 0 <= self.clean_sensing_prob <= 1):
+      raise UserError("randomization: clean_sensing_prob must be in [0, 1], got "
+                      f"{self.clean_sensing_prob}")
+    if self.clean_sensing_prob > 0 and self.adr is not None:
+      raise UserError("randomization: clean_sensing_prob is not supported with adr (a clean "
+                      "episode would be scored at an ADR boundary it did not see)")
     if not (np.isfinite(self.delay_jitter_ms) and self.delay_jitter_ms >= 0):
       raise UserError(f"randomization: delay_jitter_ms must be >= 0, got {self.delay_jitter_ms}")
     if self.obs_noise_distribution not in ("uniform", "gaussian"):

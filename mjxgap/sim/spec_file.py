@@ -72,7 +72,7 @@ def from_dict(raw: dict, path: str) -> DomainRandomization:
         raise UserError(f"randomization file {path}: joint_group_delay_ms must be a list of "
                         "[pattern, low_ms, high_ms]")
       kwargs[key] = tuple((g[0], float(g[1]), float(g[2])) for g in value)
-    elif key == "delay_jitter_ms":
+    elif key in ("delay_jitter_ms", "clean_sensing_prob"):
       if not is_number(value):
         raise UserError(f"randomization file {path}: {key} must be a number, got {value!r}")
       kwargs[key] = float(value)
