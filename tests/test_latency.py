@@ -270,10 +270,34 @@ def test_noise_factor_scales_each_episode_alike():
   assert stats.kstest(factor, stats.uniform(0, 1).cdf).pvalue > 0.01
 
 
+def test_clean_sensing_episodes(builtin_robot):
+  """`clean_sensing_prob`: that fraction of episodes has no delays and no noise, the rest the
+  spec's full ranges; physics is randomized in both."""
+  from mjxgap.sim.presets import PRESETS
+
+  p, n = 0.3, 4000
+  dr = dataclasses.replace(PRESETS["nominal_dr"](), clean_sensing_prob=p)
+  env = make_env("stand", builtin_robot, randomization=dr)
+  ep = jax.jit(jax.vmap(env.sampler.sample))(jax.random.split(jax.random.PRNGKey(7), n))
+  act, obs = np.asarray(ep.action_delay_ms), np.asarray(ep.obs_delay_ms)
+  scale = np.asarray(ep.obs_noise_scale)
+  clean = (act == 0) & (obs == 0)
+  assert abs(clean.mean() - p) < 4 * np.sqrt(p * (1 - p) / n), clean.mean()
+  np.testing.assert_array_equal(scale[clean], 0)
+  full = scale[~clean]
+  assert np.all(full == full[0]) and full[0].max() > 0  # the spec's scales, unscaled
+  for x, (lo, hi) in ((act[~clean], dr.action_delay_ms), (obs[~clean], dr.obs_delay_ms)):
+    assert stats.kstest(x, stats.uniform(lo, hi - lo).cdf).pvalue > 0.01
+  for name, d in ep.draws.items():  # physics as random in clean episodes as in the others
+    d = np.asarray(d).reshape(n, -1)[:, 0]
+    assert stats.ks_2samp(d[clean], d[~clean]).pvalue > 0.01, name
+
+
 @pytest.mark.parametrize("spec, needle", [
     ({"params": [{"name": "m", "kind": "link_mass", "low": 1.2, "high": 0.8}]}, "low 1.2 > high"),
     ({"action_delay_ms": [-5, 10]}, "action_delay_ms must be"),
     ({"obs_noise_factor": [1, 0.5]}, "obs_noise_factor must be"),
+    ({"clean_sensing_prob": 1.5}, "clean_sensing_prob must be in [0, 1]"),
     ({"params": [{"name": "m", "kind": "wind", "low": 0, "high": 1}]}, "unknown kind 'wind'"),
     ({"params": [{"name": "m", "kind": "kp", "low": 0.9, "high": 1.1, "targets": ["arm_*"]}]},
      "matches no actuator"),
