@@ -298,6 +298,8 @@ def test_clean_sensing_episodes(builtin_robot):
     ({"action_delay_ms": [-5, 10]}, "action_delay_ms must be"),
     ({"obs_noise_factor": [1, 0.5]}, "obs_noise_factor must be"),
     ({"clean_sensing_prob": 1.5}, "clean_sensing_prob must be in [0, 1]"),
+    ({"base": "nominal_dr", "clean_sensing_prob": 0.2, "adr": {"params": {"kp": {"delta": 0.05}}}},
+     "clean_sensing_prob is not supported with adr"),
     ({"params": [{"name": "m", "kind": "wind", "low": 0, "high": 1}]}, "unknown kind 'wind'"),
     ({"params": [{"name": "m", "kind": "kp", "low": 0.9, "high": 1.1, "targets": ["arm_*"]}]},
      "matches no actuator"),

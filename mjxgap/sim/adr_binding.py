@@ -94,7 +94,12 @@ def with_adr(dr: DomainRandomization, section: Mapping, where: str) -> DomainRan
     config.validate()
   except UserError as e:
     raise UserError(f"{where}: {e}") from None
-  return _with_ranges(dr, {p.name: (p.hard_low, p.hard_high) for p in params}, config)
+  out = _with_ranges(dr, {p.name: (p.hard_low, p.hard_high) for p in params}, config)
+  try:
+    out.validate()  # what the spec allows only without ADR
+  except UserError as e:
+    raise UserError(f"{where}: {e}") from None
+  return out
 
 
 def _with_ranges(dr: DomainRandomization, ranges: Mapping[str, tuple[float, float]], adr
