@@ -92,10 +92,7 @@ def with_adr(dr: DomainRandomization, section: Mapping, where: str) -> DomainRan
   config = ADRConfig(params=tuple(params), **top)
   try:
     config.validate()
-  except UserError as e:
-    raise UserError(f"{where}: {e}") from None
-  out = _with_ranges(dr, {p.name: (p.hard_low, p.hard_high) for p in params}, config)
-  try:
+    out = _with_ranges(dr, {p.name: (p.hard_low, p.hard_high) for p in params}, config)
     out.validate()  # what the spec allows only without ADR
   except UserError as e:
     raise UserError(f"{where}: {e}") from None

@@ -65,7 +65,8 @@ class EpisodeSampler:
     act_ms, obs_ms, joint_ms = self.latency.draw(k_delay, ranges)
     noise_scale = self.noise.episode_scale(ranges, k_noise) if self.noise.on else None
     if self.dr.clean_sensing_prob > 0:  # an episode of noiseless, undelayed sensing
-      sensed = (jax.random.uniform(jax.random.fold_in(key, 1)) >= self.dr.clean_sensing_prob).astype(jnp.float32)
+      clean = jax.random.uniform(jax.random.fold_in(key, 1)) < self.dr.clean_sensing_prob
+      sensed = 1.0 - clean.astype(jnp.float32)
       act_ms, obs_ms, joint_ms = act_ms * sensed, obs_ms * sensed, joint_ms * sensed
       noise_scale = None if noise_scale is None else noise_scale * sensed
     push_range = ranges.get("push_velocity_mps", self.dr.push_velocity_mps)
