@@ -22,11 +22,12 @@ N_STEPS = 6
 
 @pytest.fixture(scope="module")
 def env(builtin_robot):
-  """Every reward term at weight 1, moving commands resampled every 0.1 s."""
+  """Every reward term at weight 1, moving commands resampled every 0.1 s, a non-default
+  `feet_phase` kernel."""
   walk = task_config("walk")
   config = dataclasses.replace(walk, name="all_terms", rewards={k: 1.0 for k in REWARD_TERMS},
                                command_resample_s=0.1, zero_command_prob=0.0,
-                               init_joint_noise_rad=0.1,
+                               init_joint_noise_rad=0.1, feet_phase_sigma_m2=0.003,
                                soft_joint_limit_fraction=0.2)  # so joint_limits is not all 0
   return LocomotionEnv(builtin_robot, config)
 
@@ -148,7 +149,7 @@ def _np_terms(env, prev, cur, action, i):
       "tracking_lin_vel_y": np.exp(-(cmd[1] - v[1]) ** 2 / env.config.lateral_tracking_sigma),
       "tracking_ang_vel": np.exp(-(cmd[2] - w[2]) ** 2 / sig),
       "feet_air_time": np.sum((np.minimum(air, 0.5) - 0.2) * first) * moving,
-      "feet_phase": np.exp(-np.sum((height - ref) ** 2) / 0.01),
+      "feet_phase": np.exp(-np.sum((height - ref) ** 2) / env.config.feet_phase_sigma_m2),
       "feet_slip": np.sum(speed ** 2 * contact),
       "feet_distance": max(env.config.feet_min_separation_fraction * abs(apart0) - apart, 0.0),
       "joint_limits": np.sum(np.maximum(q_abs - (mid + half), 0)
@@ -268,6 +269,31 @@ def test_single_axis_commands_keep_one_uniform_axis():
                                                  maxval=hi))(keys)
   np.testing.assert_array_equal(draw(), before)
 
+
+
+def test_single_axis_weights_set_the_kept_axis_odds():
+  """`single_axis_weights` (forward, lateral, yaw): each axis is the kept one in its share of the
+  single-axis commands (within 4 binomial sigma), an axis of weight 0 never; equal weights of
+  any size draw exactly what the default draws; a bad weight is one clear error."""
+  from mjxgap.env.commands import Commands
+  from mjxgap.env.task import TaskConfig
+  from mjxgap.errors import UserError
+
+  ranges, n = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8)), 8192
+  keys = jax.random.split(jax.random.PRNGKey(3), n)
+  draw = lambda **kw: np.asarray(jax.vmap(Commands(TaskConfig(
+      command_ranges=ranges, single_axis_command_prob=0.5, **kw)).sample)(keys))
+  for weights in ((1.0, 0.5, 2.5), (0.0, 1.0, 3.0)):
+    cmd = draw(single_axis_weights=weights)
+    single = cmd[np.count_nonzero(cmd, axis=1) == 1]
+    for a, w in enumerate(weights):
+      share = w / sum(weights)
+      kept = np.count_nonzero(single[:, a])
+      assert abs(kept - len(single) * share) <= 4 * np.sqrt(len(single) * share * (1 - share))
+  np.testing.assert_array_equal(draw(single_axis_weights=(2.0, 2.0, 2.0)), draw())
+  for bad in ((1.0, 1.0), (1.0, -1.0, 1.0), (0.0, 0.0, 0.0), (1.0, float("nan"), 1.0)):
+    with pytest.raises(UserError, match="single_axis_weights must be three finite weights"):
+      TaskConfig(single_axis_weights=bad).validate()
 
 def test_eval_fixed_command_holds_one_command_all_episode():
   """`mjxgap eval --command`: every draw, at reset and at every resampling step, is the given

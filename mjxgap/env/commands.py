@@ -1,7 +1,7 @@
 """Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (in
 their outer halves with probability `outer_command_prob`, then one axis only with probability
-`single_axis_command_prob`, all zero with probability `zero_command_prob`), resampled every
-`command_resample_s`."""
+`single_axis_command_prob`, the axis drawn with odds `single_axis_weights`, all zero with
+probability `zero_command_prob`), resampled every `command_resample_s`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ class Commands:
     self._high = jnp.asarray([r[1] for r in config.command_ranges], jnp.float32)
     self._zero_prob = config.zero_command_prob
     self._single_axis_prob = config.single_axis_command_prob
+    w = config.single_axis_weights
+    # equal odds keep the uniform draw that runs made before the weights existed
+    self._axis_odds = None if len(set(w)) == 1 else jnp.asarray(w, jnp.float32) / sum(w)
     self._outer_prob = config.outer_command_prob
     self._every = int(round(config.command_resample_s / config.ctrl_dt))  # 0: once per episode
 
@@ -30,7 +33,8 @@ class Commands:
       command = jnp.where(outer, 0.5 * (command + end), command)
     if self._single_axis_prob > 0:
       k_single, k_axis = jax.random.split(jax.random.fold_in(key, 1))
-      axis = jax.random.randint(k_axis, (), 0, 3)
+      axis = (jax.random.randint(k_axis, (), 0, 3) if self._axis_odds is None
+              else jax.random.choice(k_axis, 3, p=self._axis_odds))
       single = jax.random.uniform(k_single) < self._single_axis_prob
       command = jnp.where(single & (jnp.arange(3) != axis), 0.0, command)
     return jnp.where(jax.random.uniform(k_zero) < self._zero_prob, 0.0, command)

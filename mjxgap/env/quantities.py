@@ -38,6 +38,7 @@ class StepQuantities(NamedTuple):
   feet_separation_m: jax.Array
   feet_min_separation_m: jax.Array  # m: `feet_min_separation_fraction` of the default pose's
   swing_height_m: jax.Array  # m, the swing foot's reference apex
+  feet_phase_sigma_m2: jax.Array  # m^2, width of `feet_phase`'s kernel
   joint_limit_excess: jax.Array  # rad [nu]: beyond the soft joint limits (0 inside)
   hip_mask: jax.Array  # [nu]: 1 for the task's hip joints
   knee_mask: jax.Array  # [nu]: 1 for the task's knee joints
@@ -142,6 +143,7 @@ class Measure:
                            if self.n_feet >= 2 else jnp.zeros(())),
         feet_min_separation_m=jnp.asarray(self._feet_min_separation),
         swing_height_m=jnp.asarray(cfg.swing_height_m),
+        feet_phase_sigma_m2=jnp.asarray(cfg.feet_phase_sigma_m2),
         joint_limit_excess=(jnp.maximum(joint_pos - self._soft_high, 0.0)
                             + jnp.maximum(self._soft_low - joint_pos, 0.0)),
         hip_mask=self._hip_mask,

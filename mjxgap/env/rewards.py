@@ -85,7 +85,6 @@ def tracking_ang_vel(q: StepQuantities) -> jax.Array:
 
 MOVING_COMMAND = 0.1  # command norm above which the robot is asked to step
 AIR_TIME_S = (0.2, 0.5)  # air time paid at touchdown: above the first, counted up to the second
-FEET_PHASE_SIGMA_M2 = 0.01  # width of the `feet_phase` kernel, m^2 (Playground's)
 
 
 def _moving(q: StepQuantities) -> jax.Array:
@@ -110,7 +109,7 @@ def swing_height_reference(q: StepQuantities) -> jax.Array:
 def feet_phase(q: StepQuantities) -> jax.Array:
   """How closely the feet follow the gait clock's swing heights (1 = exactly)."""
   err = jnp.sum(jnp.square(q.feet_height - swing_height_reference(q)))
-  return jnp.exp(-err / FEET_PHASE_SIGMA_M2)
+  return jnp.exp(-err / q.feet_phase_sigma_m2)
 
 
 def feet_slip(q: StepQuantities) -> jax.Array:

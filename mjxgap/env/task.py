@@ -18,8 +18,8 @@ CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
 # Task fields that shape training only, with the values evaluation (`mjxgap eval`, the gap
 # report's MJX side) and export use: every policy of a task is measured on the same command
 # distribution, at the robot's own physics step.
-TRAINING_AIDS = {"single_axis_command_prob": 0.0, "outer_command_prob": 0.0,
-                 "training_physics_step_s": 0.0}
+TRAINING_AIDS = {"single_axis_command_prob": 0.0, "single_axis_weights": (1.0, 1.0, 1.0),
+                 "outer_command_prob": 0.0, "training_physics_step_s": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +44,9 @@ class TaskConfig:
   # axes, chosen uniformly, and zeroes the others -- pure forward, sideways or turning-on-the-spot
   # commands, which a uniform draw over all three ranges almost never gives
   single_axis_command_prob: float = 0.0
+  # a training aid: the relative odds that a single-axis command keeps its forward, lateral or
+  # yaw axis (e.g. (1, 1, 2): turning on the spot as often as the other two together)
+  single_axis_weights: tuple[float, ...] = (1.0, 1.0, 1.0)
   # a training aid: with this probability every axis of a command moves halfway from its uniform
   # draw to its range's end on the same side (so it is uniform over the outer half of that side):
   # fast walking while turning and stepping sideways, where a uniform draw rarely goes
@@ -56,6 +59,10 @@ class TaskConfig:
   # cycle apart; a foot swings in the first half of its cycle, up to `swing_height_m`
   gait_frequency_hz: float = 0.0
   swing_height_m: float = 0.08
+  # m^2: width of `feet_phase`'s kernel over the feet's summed squared height errors. At
+  # Playground's 0.01, with an 8 cm swing, a robot that stands under a moving command keeps 81%
+  # of the term on average over a cycle; narrower, it keeps less (0.0025: 54%)
+  feet_phase_sigma_m2: float = 0.01
   # `feet_distance` penalises the feet closer sideways than this part of their default-pose
   # separation
   feet_min_separation_fraction: float = 0.6
@@ -84,7 +91,7 @@ class TaskConfig:
   def validate(self) -> None:
     for field in ("ctrl_dt", "episode_length_s", "action_scale_rad", "fall_height_fraction",
                   "max_tilt_rad", "tracking_sigma", "lateral_tracking_sigma",
-                  "tracking_error_bound_mps"):
+                  "feet_phase_sigma_m2", "tracking_error_bound_mps"):
       if not float(getattr(self, field)) > 0:
         raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
     for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s",
@@ -106,6 +113,10 @@ class TaskConfig:
     for field in ("zero_command_prob", "single_axis_command_prob", "outer_command_prob"):
       if not 0 <= getattr(self, field) <= 1:
         raise UserError(f"task {self.name}: {field} must be in [0, 1], got {getattr(self, field)}")
+    w = self.single_axis_weights
+    if not (len(w) == 3 and all(np.isfinite(x) and x >= 0 for x in w) and sum(w) > 0):
+      raise UserError(f"task {self.name}: single_axis_weights must be three finite weights >= 0 "
+                      f"(forward, lateral, yaw) with a positive sum, got {w}")
     if len(self.command_ranges) != 3 or not all(
         np.isfinite(lo) and np.isfinite(hi) and lo <= hi for lo, hi in self.command_ranges):
       raise UserError(f"task {self.name}: command_ranges must be three finite (low, high) pairs "
