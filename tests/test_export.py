@@ -236,6 +236,26 @@ def test_play_a_near_zero_policy_stands_the_requested_time(adr_clipped, capsys):
   assert r["distance_m"] < 0.03 and r["mean_velocity_tracking_error_mps"] < 0.05, r
 
 
+
+def test_play_joint_motion_is_the_std_of_each_joint_after_the_first_second(exported,
+                                                                          builtin_robot):
+  """`joint_motion_std_rad`: per joint, the standard deviation of its position at the end of
+  each control step after the first second, recomputed from the play's own per-physics-step
+  record of the joint positions (in the robot's joint order)."""
+  from mjxgap.deploy.play import play
+
+  _, out = exported
+  r = play(out, seconds=1.6, command=(0.3, 0.0, 0.5), record_s=1.6)
+  per_physics_step = np.asarray(r["joint_pos_rad"])
+  substeps = int(round(0.02 / builtin_robot.mj_model.opt.timestep))
+  per_control_step = per_physics_step[substeps - 1::substeps]
+  assert len(per_control_step) == round(r["survived_s"] / 0.02)
+  want = per_control_step[min(50, len(per_control_step) - 1):].std(axis=0)
+  got = r["joint_motion_std_rad"]
+  assert sorted(got) == sorted(builtin_robot.joint_names)
+  np.testing.assert_allclose([got[j] for j in builtin_robot.joint_names], want, atol=6e-7)
+  assert min(got.values()) > 1e-6  # every joint moves (9 µrad and up here): not all zeros
+
 def test_parity_failure_refuses_and_leaves_nothing(exported, tmp_path, capsys, monkeypatch):
   from mjxgap.deploy import export
 

@@ -20,6 +20,8 @@ from mjxgap.errors import UserError
 from mjxgap.deploy.runtime import Policy, rotate_inverse
 from mjxgap import rendering
 
+SETTLE_S = 1.0  # s of a play left out of `joint_motion_std_rad`: the start from standing
+
 
 def load_policy(folder: pathlib.Path) -> Policy:
   """The exported policy in `folder`; a missing or unreadable file is one `UserError` line."""
@@ -70,8 +72,9 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   start_xy, start_yaw = d.qpos[:2].copy(), _yaw(d.qpos[3:7])
   yaw, turned = start_yaw, 0.0  # rad, summed step by step so that full turns count
   steps = int(round(seconds / spec["control_period_s"]))
+  settle = int(round(SETTLE_S / spec["control_period_s"]))  # steps before `joint_motion_std_rad`
   record_steps = int(round(record_s / m.opt.timestep))
-  recorded, tracking, yaw_tracking, fell, t = [], [], [], False, 0
+  recorded, tracking, yaw_tracking, joints, fell, t = [], [], [], [], False, 0
   for t in range(1, steps + 1):
     quat = d.qpos[3:7].copy()
     readings = {"base_quat_wxyz": quat, "base_ang_vel": d.qvel[3:6].copy(),
@@ -91,6 +94,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
                       " s")
     if video and t % frame_every == 0:
       poses.append(d.qpos.copy())
+    joints.append(d.qpos[qadr].copy())
     v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
     tracking.append(np.linalg.norm(v_base[:2] - command[:2]))
     yaw_tracking.append(abs(d.qvel[5] - command[2]))
@@ -114,6 +118,10 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
       "command": command.tolist(),
       "mean_velocity_tracking_error_mps": float(np.mean(tracking)),
       "mean_yaw_rate_error_rad_s": float(np.mean(yaw_tracking)),
+      # how much each joint moves once under way (whether the feet step, the hips yaw): the
+      # standard deviation of its position over the control steps after the first second
+      "joint_motion_std_rad": dict(zip(spec["joint_names"], np.std(
+          joints[min(settle, len(joints) - 1):], axis=0).round(6).tolist())),
   }
   if record_steps:
     result["joint_pos_rad"] = np.asarray(recorded).tolist()
