@@ -249,7 +249,9 @@ def test_evaluation_samples_the_tasks_own_commands(small_export, tmp_path, monke
   from mjxgap.gap import mjx
   from mjxgap.runs import factory
 
-  aids = {name: 0.5 for name in TRAINING_AIDS}
+  # non-default values of each aid's type (the axis odds are three weights)
+  aids = {name: [0.5, 1.0, 2.0] if isinstance(v, tuple) else 0.5
+          for name, v in TRAINING_AIDS.items()}
   run, out = small_export
   spec = json.loads((out / "policy.json").read_text())
   spec["trained_with"].setdefault("task_overrides", {}).update(aids)
