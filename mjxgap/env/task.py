@@ -41,8 +41,8 @@ class TaskConfig:
   command_resample_s: float = 0.0  # 0: one command per episode
   zero_command_prob: float = 0.0
   # a training aid (`TRAINING_AIDS`): with this probability a command keeps one of its three
-  # axes, chosen uniformly, and zeroes the others -- pure forward, sideways or turning-on-the-spot
-  # commands, which a uniform draw over all three ranges almost never gives
+  # axes (drawn by `single_axis_weights`) and zeroes the others -- pure forward, sideways or
+  # turning-on-the-spot commands, which a uniform draw over all three ranges almost never gives
   single_axis_command_prob: float = 0.0
   # a training aid: the relative odds that a single-axis command keeps its forward, lateral or
   # yaw axis (e.g. (1, 1, 2): turning on the spot as often as the other two together)
