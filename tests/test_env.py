@@ -270,7 +270,6 @@ def test_single_axis_commands_keep_one_uniform_axis():
   np.testing.assert_array_equal(draw(), before)
 
 
-
 def test_single_axis_weights_set_the_kept_axis_odds():
   """`single_axis_weights` (forward, lateral, yaw): each axis is the kept one in its share of the
   single-axis commands (within 4 binomial sigma), an axis of weight 0 never; equal weights of
@@ -294,6 +293,7 @@ def test_single_axis_weights_set_the_kept_axis_odds():
   for bad in ((1.0, 1.0), (1.0, -1.0, 1.0), (0.0, 0.0, 0.0), (1.0, float("nan"), 1.0)):
     with pytest.raises(UserError, match="single_axis_weights must be three finite weights"):
       TaskConfig(single_axis_weights=bad).validate()
+
 
 def test_eval_fixed_command_holds_one_command_all_episode():
   """`mjxgap eval --command`: every draw, at reset and at every resampling step, is the given

@@ -236,7 +236,6 @@ def test_play_a_near_zero_policy_stands_the_requested_time(adr_clipped, capsys):
   assert r["distance_m"] < 0.03 and r["mean_velocity_tracking_error_mps"] < 0.05, r
 
 
-
 def test_play_joint_motion_is_the_std_of_each_joint_after_the_first_second(exported,
                                                                           builtin_robot):
   """`joint_motion_std_rad`: per joint, the standard deviation of its position at the end of
@@ -255,6 +254,7 @@ def test_play_joint_motion_is_the_std_of_each_joint_after_the_first_second(expor
   assert sorted(got) == sorted(builtin_robot.joint_names)
   np.testing.assert_allclose([got[j] for j in builtin_robot.joint_names], want, atol=6e-7)
   assert min(got.values()) > 1e-6  # every joint moves (9 µrad and up here): not all zeros
+
 
 def test_parity_failure_refuses_and_leaves_nothing(exported, tmp_path, capsys, monkeypatch):
   from mjxgap.deploy import export
