@@ -159,6 +159,13 @@ def test_killed_save_resumes_from_previous_checkpoint(runs, tmp_path, capsys):
     (["--set", "task.actor_obs=gyro,lidar"], "unknown observation term 'lidar'"),
     (["--set", "task.actor_obs=gyro,physics"], "cannot observe 'physics'"),
     (["--set", "task.name=x"], "not a TaskConfig field that --set can change"),
+    (["--task", "walk", "--set", "task.rewards.hip_deviation=-0.1",
+      "--set", "task.hip_joints=hip_roll,hip_nothing"], "pattern 'hip_nothing' matches none"),
+    (["--task", "walk", "--set", "task.rewards.knee_deviation=-0.1",
+      "--set", "task.knee_joints=("], "'(' is not a regular expression"),
+    (["--task", "walk", "--set", "task.rewards.knee_deviation=-0.1",
+      "--set", "task.knee_joints="], "knee_joints is empty"),
+    (["--task", "walk", "--set", "task.command_ranges=(0,1),(0,1)"], "three finite (low, high)"),
 ])
 def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
   code, out, err = _cli(["train", "--out", str(tmp_path / "r"), *argv], capsys)
@@ -185,6 +192,13 @@ def test_task_overrides():
     task = task_config("walk", overrides, "builtin")
     assert task.actor_obs == ("base_lin_vel", "gyro", "command")
     assert task.critic_obs == WALK.critic_obs
+  # tuples split outside parentheses only: nested pairs, and regexes with groups, survive
+  config = apply_overrides(PRESETS["smoke"], ["task.command_ranges=(-0.5,1),(0, 0.5),(-1,1)",
+                                              "task.hip_joints=(left|right)_hip_roll"])
+  for overrides in (config.task_overrides, json.loads(json.dumps(config.task_overrides))):
+    task = task_config("walk", overrides, "builtin")
+    assert task.command_ranges == ((-0.5, 1.0), (0.0, 0.5), (-1.0, 1.0))
+    assert task.hip_joints == ("(left|right)_hip_roll",)
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 
 from mjxgap import contract
+from mjxgap.errors import UserError
 
 
 class StepQuantities(NamedTuple):
@@ -49,6 +50,26 @@ class StepQuantities(NamedTuple):
   physics: jax.Array  # randomized physics draws, each mapped to [-1, 1] over its range
 
 
+def _joint_mask(robot, config, field: str, reward: str) -> jax.Array:
+  """[nu]: 1 for the joints any of the task's `field` regex patterns finds in. While `reward`
+  is weighted, every pattern must find a joint: a typo would silently zero the term."""
+  patterns, used = getattr(config, field), config.rewards.get(reward, 0.0) != 0.0
+  if used and not patterns:
+    raise UserError(f"task {config.name}: {field} is empty, but reward {reward} uses it")
+  mask = np.zeros(len(robot.joint_names), bool)
+  for p in patterns:
+    try:
+      hits = [bool(re.search(p, n)) for n in robot.joint_names]
+    except re.error as e:
+      raise UserError(f"task {config.name}: {field} pattern {p!r} is not a regular expression "
+                      f"({e})") from None
+    if used and not any(hits):
+      raise UserError(f"task {config.name}: {field} pattern {p!r} matches none of robot "
+                      f"{robot.name}'s joints {list(robot.joint_names)} (reward {reward} uses it)")
+    mask |= hits
+  return jnp.asarray(mask, jnp.float32)
+
+
 class Measure:
   """Reads `StepQuantities` off one robot's MJX data for one task: indices, floor, thresholds.
 
@@ -79,9 +100,8 @@ class Measure:
     soft = config.soft_joint_limit_fraction * half
     self._soft_low = jnp.asarray(np.where(np.isfinite(half), middle - soft, -np.inf), jnp.float32)
     self._soft_high = jnp.asarray(np.where(np.isfinite(half), middle + soft, np.inf), jnp.float32)
-    mask = lambda patterns: jnp.asarray(
-        [any(re.search(p, n) for p in patterns) for n in robot.joint_names], jnp.float32)
-    self._hip_mask, self._knee_mask = mask(config.hip_joints), mask(config.knee_joints)
+    self._hip_mask = _joint_mask(robot, config, "hip_joints", "hip_deviation")
+    self._knee_mask = _joint_mask(robot, config, "knee_joints", "knee_deviation")
     self._physics, self._physics_size = physics, physics_size
 
   def feet_contact(self, data) -> jax.Array:

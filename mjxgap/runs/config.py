@@ -89,13 +89,29 @@ def preset(name: str) -> TrainConfig:
   return PRESETS[name]
 
 
+def _tuple_items(text: str) -> list[str]:
+  """`text`'s comma-separated items, without one pair of parentheses around the whole and
+  splitting only outside parentheses: "(0,1),(2,3)" has two items, "(left|right)_hip" one."""
+  text, depths, depth = text.strip(), [], 0
+  for ch in text:
+    depth += (ch == "(") - (ch == ")" and depth > 0)
+    depths.append(depth)
+  if text.startswith("(") and text.endswith(")") and depth == 0 and 0 not in depths[:-1]:
+    return _tuple_items(text[1:-1])
+  items, start = [], 0
+  for i, (ch, d) in enumerate(zip(text, depths)):
+    if ch == "," and d == 0:
+      items.append(text[start:i])
+      start = i + 1
+  return [t.strip() for t in items + [text[start:]] if t.strip()]
+
+
 def _parse(text: str, kind: Any, where: str) -> Any:
   """`text` as a value of type `kind` (int, float, bool, str, tuple[int, ...])."""
   origin = typing.get_origin(kind)
   if origin is tuple:
     item = typing.get_args(kind)[0]
-    parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
-    return tuple(_parse(p.strip(), item, where) for p in parts)
+    return tuple(_parse(p, item, where) for p in _tuple_items(text))
   if kind is bool:
     if text.lower() in ("1", "true", "yes", "on"):
       return True
@@ -151,9 +167,10 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
           **config.task_overrides, rest: _parse(text, float, where)})
     elif head == "task" and rest:
       types_ = _field_types(TaskConfig)
-      if rest not in types_ or rest in ("name", "rewards", "command_ranges"):
+      if rest not in types_ or rest in ("name", "rewards"):
         raise UserError(f"{where}: not a TaskConfig field that --set can change (numbers, "
-                        "flags, actor_obs/critic_obs as comma-separated terms, rewards.NAME)")
+                        "flags, comma-separated lists, command_ranges as (low,high) pairs, "
+                        "rewards.NAME)")
       config = dataclasses.replace(config, task_overrides={
           **config.task_overrides, rest: _parse(text, types_[rest], where)})
     else:

@@ -58,9 +58,9 @@ def task_config(task: str, overrides: Mapping[str, Any] | None = None,
   if overrides:
     weights = {k[len(REWARD_PREFIX):]: float(v) for k, v in overrides.items()
                if k.startswith(REWARD_PREFIX)}
-    # config.json stores the observation lists as JSON lists
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()
-              if not k.startswith(REWARD_PREFIX)}
+    # config.json stores tuples (observation lists, command_ranges' pairs) as JSON lists
+    tuples = lambda v: tuple(tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+    fields = {k: tuples(v) for k, v in overrides.items() if not k.startswith(REWARD_PREFIX)}
     unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TaskConfig)})
     if unknown:
       raise UserError(f"task {task}: unknown config field {unknown[0]!r}")
