@@ -51,8 +51,8 @@ class StepQuantities(NamedTuple):
 
 
 def _joint_mask(robot, config, field: str, reward: str) -> jax.Array:
-  """[nu]: 1 for the joints any of the task's `field` regex patterns finds in. While `reward`
-  is weighted, every pattern must find a joint: a typo would silently zero the term."""
+  """[nu]: 1 for each joint whose name one of the task's `field` regexes finds a match in.
+  While `reward` is weighted, every pattern must match a joint: a typo would silently zero it."""
   patterns, used = getattr(config, field), config.rewards.get(reward, 0.0) != 0.0
   if used and not patterns:
     raise UserError(f"task {config.name}: {field} is empty, but reward {reward} uses it")
