@@ -322,6 +322,35 @@ def test_eval_fixed_command_holds_one_command_all_episode():
     task_config("walk", fixed_command(run, (np.nan, 0.0, 0.0)).task_overrides)
 
 
+def test_training_command_resample_sets_the_interval_in_training_only():
+  """`training_command_resample_s` (a training aid): commands are redrawn every that many
+  seconds in place of `command_resample_s` (at 20 ms control, 10 s = every 500 steps, not 250);
+  evaluation's config (`without_training_aids`) draws at the task's 5 s again."""
+  from mjxgap.env.commands import Commands
+  from mjxgap.errors import UserError
+  from mjxgap.runs.config import TrainConfig
+  from mjxgap.runs.factory import task_config, without_training_aids
+
+  run = TrainConfig(task="walk", task_overrides={"training_command_resample_s": 10.0})
+  keys = jax.random.split(jax.random.PRNGKey(4), 64)
+  old = jnp.full((64, 3), 0.05)  # no uniform draw hits it exactly
+
+  def redrawn(config, step):
+    at = jax.vmap(lambda c, k: Commands(config).at_step(jnp.int32(step), c, k))(old, keys)
+    return np.all(np.asarray(at) != np.asarray(old), axis=1)
+
+  trained, evaluated = (task_config("walk", c.task_overrides)
+                        for c in (run, without_training_aids(run)))
+  assert evaluated.command_resample_s == 5.0 and evaluated.training_command_resample_s == 0.0
+  for step, in_training, in_eval in ((250, False, True), (500, True, True), (750, False, True),
+                                     (499, False, False)):
+    for config, expect in ((trained, in_training), (evaluated, in_eval)):
+      got = redrawn(config, step)
+      assert got.all() if expect else not got.any(), (config.name, step)
+  with pytest.raises(UserError, match="training_command_resample_s must be >= 0"):
+    task_config("walk", {"training_command_resample_s": -1.0})
+
+
 def test_outer_commands_are_uniform_over_the_outer_halves():
   """With `outer_command_prob` 1, each axis is uniform over the outer half of its range on each
   side, the sides as often as a uniform draw picks them; with p, a share p + (1 - p) / 8 of the

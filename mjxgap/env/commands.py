@@ -1,7 +1,8 @@
 """Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (in
 their outer halves with probability `outer_command_prob`, then one axis only with probability
 `single_axis_command_prob`, the axis drawn with odds `single_axis_weights`, all zero with
-probability `zero_command_prob`), resampled every `command_resample_s`."""
+probability `zero_command_prob`), resampled every `command_resample_s` (in training every
+`training_command_resample_s` where that is set)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ class Commands:
     # equal odds keep the uniform draw that runs made before the weights existed
     self._axis_odds = None if len(set(w)) == 1 else jnp.asarray(w, jnp.float32) / sum(w)
     self._outer_prob = config.outer_command_prob
-    self._every = int(round(config.command_resample_s / config.ctrl_dt))  # 0: once per episode
+    resample_s = config.training_command_resample_s or config.command_resample_s
+    self._every = int(round(resample_s / config.ctrl_dt))  # 0: once per episode
 
   def sample(self, key: jax.Array) -> jax.Array:
     k_value, k_zero = jax.random.split(key)

@@ -19,7 +19,8 @@ CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
 # report's MJX side) and export use: every policy of a task is measured on the same command
 # distribution, at the robot's own physics step.
 TRAINING_AIDS = {"single_axis_command_prob": 0.0, "single_axis_weights": (1.0, 1.0, 1.0),
-                 "outer_command_prob": 0.0, "training_physics_step_s": 0.0}
+                 "outer_command_prob": 0.0, "training_physics_step_s": 0.0,
+                 "training_command_resample_s": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +40,10 @@ class TaskConfig:
   # (low, high) for forward m/s, lateral m/s, yaw rad/s; all zero for standing tasks
   command_ranges: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
   command_resample_s: float = 0.0  # 0: one command per episode
+  # a training aid: the command resampling interval (s) of training, in place of
+  # `command_resample_s` (0: that one): longer holds show the policy what one command does past
+  # `command_resample_s`, as a robot driven by an operator holds it; evaluation keeps the task's
+  training_command_resample_s: float = 0.0
   zero_command_prob: float = 0.0
   # a training aid (`TRAINING_AIDS`): with this probability a command keeps one of its three
   # axes (drawn by `single_axis_weights`) and zeroes the others -- pure forward, sideways or
@@ -95,7 +100,8 @@ class TaskConfig:
       if not float(getattr(self, field)) > 0:
         raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
     for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s",
-                  "gait_frequency_hz", "swing_height_m", "training_physics_step_s"):
+                  "gait_frequency_hz", "swing_height_m", "training_physics_step_s",
+                  "training_command_resample_s"):
       if not float(getattr(self, field)) >= 0:
         raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
     if not (isinstance(self.actor_frames, int) and self.actor_frames >= 1):
