@@ -148,6 +148,9 @@ def _np_terms(env, prev, cur, action, i):
       "tracking_lin_vel": np.exp(-np.sum((cmd[:2] - v[:2]) ** 2) / sig),
       "tracking_lin_vel_y": np.exp(-(cmd[1] - v[1]) ** 2 / env.config.lateral_tracking_sigma),
       "tracking_ang_vel": np.exp(-(cmd[2] - w[2]) ** 2 / sig),
+      "tracking_lin_vel_fine": np.exp(-np.sum((cmd[:2] - v[:2]) ** 2)
+                                      / env.config.fine_tracking_sigma),
+      "tracking_ang_vel_fine": np.exp(-(cmd[2] - w[2]) ** 2 / env.config.fine_tracking_sigma),
       "feet_air_time": np.sum((np.minimum(air, 0.5) - 0.2) * first) * moving,
       "feet_phase": np.exp(-np.sum((height - ref) ** 2) / env.config.feet_phase_sigma_m2),
       "feet_slip": np.sum(speed ** 2 * contact),

@@ -47,6 +47,7 @@ class StepQuantities(NamedTuple):
   default_base_height: jax.Array  # m
   tracking_sigma: jax.Array  # (m/s)^2 or (rad/s)^2, width of the tracking kernels
   lateral_tracking_sigma: jax.Array  # (m/s)^2, width of `tracking_lin_vel_y`'s kernel
+  fine_tracking_sigma: jax.Array  # (m/s)^2 or (rad/s)^2, width of the `*_fine` tracking kernels
   physics: jax.Array  # randomized physics draws, each mapped to [-1, 1] over its range
 
 
@@ -172,6 +173,7 @@ class Measure:
         default_base_height=jnp.asarray(self.default_height),
         tracking_sigma=jnp.asarray(cfg.tracking_sigma),
         lateral_tracking_sigma=jnp.asarray(cfg.lateral_tracking_sigma),
+        fine_tracking_sigma=jnp.asarray(cfg.fine_tracking_sigma),
         physics=(self._physics(episode) if episode is not None
                  else jnp.zeros(self._physics_size)),
     )
