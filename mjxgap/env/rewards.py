@@ -66,9 +66,18 @@ def action_rate(q: StepQuantities) -> jax.Array:
   return jnp.sum(jnp.square(q.action - q.last_action))
 
 
+def _lin_vel_error_sq(q: StepQuantities) -> jax.Array:
+  """(m/s)^2: the squared horizontal velocity-tracking error (base frame)."""
+  return jnp.sum(jnp.square(q.command[:2] - q.base_lin_vel[:2]))
+
+
+def _yaw_rate_error_sq(q: StepQuantities) -> jax.Array:
+  """(rad/s)^2: the squared yaw-rate tracking error."""
+  return jnp.square(q.command[2] - q.base_ang_vel[2])
+
+
 def tracking_lin_vel(q: StepQuantities) -> jax.Array:
-  err = jnp.sum(jnp.square(q.command[:2] - q.base_lin_vel[:2]))
-  return jnp.exp(-err / q.tracking_sigma)
+  return jnp.exp(-_lin_vel_error_sq(q) / q.tracking_sigma)
 
 
 def tracking_lin_vel_y(q: StepQuantities) -> jax.Array:
@@ -79,23 +88,20 @@ def tracking_lin_vel_y(q: StepQuantities) -> jax.Array:
 
 
 def tracking_ang_vel(q: StepQuantities) -> jax.Array:
-  err = jnp.square(q.command[2] - q.base_ang_vel[2])
-  return jnp.exp(-err / q.tracking_sigma)
+  return jnp.exp(-_yaw_rate_error_sq(q) / q.tracking_sigma)
 
 
 def tracking_lin_vel_fine(q: StepQuantities) -> jax.Array:
   """`tracking_lin_vel` in the narrower `fine_tracking_sigma` kernel: next to the wide term,
   which pays for any rough motion the right way, it pays for the last 0.1-0.2 m/s, where the
   wide kernel is almost flat (an overshoot of 0.1 m/s keeps 96% of it)."""
-  err = jnp.sum(jnp.square(q.command[:2] - q.base_lin_vel[:2]))
-  return jnp.exp(-err / q.fine_tracking_sigma)
+  return jnp.exp(-_lin_vel_error_sq(q) / q.fine_tracking_sigma)
 
 
 def tracking_ang_vel_fine(q: StepQuantities) -> jax.Array:
   """`tracking_ang_vel` in the `fine_tracking_sigma` kernel: pays for holding the heading (a
   0.1 rad/s drift keeps 96% of the wide term) while stepping sideways or forward."""
-  err = jnp.square(q.command[2] - q.base_ang_vel[2])
-  return jnp.exp(-err / q.fine_tracking_sigma)
+  return jnp.exp(-_yaw_rate_error_sq(q) / q.fine_tracking_sigma)
 
 
 MOVING_COMMAND = 0.1  # command norm above which the robot is asked to step
