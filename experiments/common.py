@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import pathlib
+import shlex
 import shutil
 import platform
 import subprocess
@@ -12,11 +14,14 @@ import sys
 import time
 
 
-def mjxgap(*args: str) -> dict | None:
-  """Runs `mjxgap ARGS` (printed first); returns its last stdout line parsed as JSON, if any."""
+def mjxgap(*args: str, env: dict[str, str] | None = None) -> dict | None:
+  """Runs `mjxgap ARGS` (printed first), with `env` over this process's environment; returns
+  its last stdout line parsed as JSON, if any."""
   cmd = [sys.executable, "-m", "mjxgap", *args]
-  print("$ mjxgap " + " ".join(args), file=sys.stderr, flush=True)
-  out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+  prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
+  print(f"$ {prefix}mjxgap " + " ".join(args), file=sys.stderr, flush=True)
+  out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True,
+                       env={**os.environ, **env} if env else None).stdout
   last = out.strip().splitlines()[-1] if out.strip() else ""
   return json.loads(last) if last.startswith("{") else None
 

@@ -84,9 +84,14 @@ def _train(run: pathlib.Path, args) -> None:
     at_steps, at_s, rate = args.lr_drop
     first_end_s = min(filter(None, (at_s, budget_s)), default=None)
     legs = [(at_steps or args.total_steps, first_end_s, None), (args.total_steps, budget_s, rate)]
+  env = None
+  if args.cpu_devices > 1:  # the envs split across host devices as they would across GPUs
+    env = {"XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
+                         f" --xla_force_host_platform_device_count={args.cpu_devices}").strip()}
   for total_steps, end_s, rate in legs:
     steps, seconds = _trained(run)
-    if steps >= total_steps or (end_s and seconds >= end_s):
+    # a leg with under a second left is done: `time_limit_s=0` would mean no limit at all
+    if steps >= total_steps or (end_s and seconds > end_s - 1):
       continue
     flags = ["--no-progress", "--out", str(run), "--set", f"total_steps={total_steps}"]
     if end_s:
@@ -94,7 +99,7 @@ def _train(run: pathlib.Path, args) -> None:
     if rate is not None:
       flags += ["--set", f"ppo.learning_rate={rate}"]
     if (run / "checkpoints").is_dir():
-      mjxgap("train", "--resume", *flags)
+      mjxgap("train", "--resume", *flags, env=env)
       continue
     mjxgap("train", "--preset", "cpu", "--robot", "builtin", "--task", "walk",
            "--dr", args.train_dr, "--seed", str(args.seed), *flags,
@@ -104,7 +109,7 @@ def _train(run: pathlib.Path, args) -> None:
            # action std collapse to 0.16 by 3.8 M steps with tracking flat (BENCHMARKS.md)
            "--set", "ppo.discount=0.97", "--set", "ppo.entropy_cost=0.005",
            "--set", "checkpoint_every=200", "--set", "keep_checkpoints=1000",
-           *(f for a in args.set for f in ("--set", a)))
+           *(f for a in args.set for f in ("--set", a)), env=env)
 
 
 def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> list[dict]:
@@ -258,6 +263,10 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--train-dr", default=TARGET_DR,
                  help=f"randomization of a new run's training (a preset or .json); evaluations "
                       f"are under {TARGET_DR}")
+  p.add_argument("--cpu-devices", type=int, default=1,
+                 help="train on this many CPU devices (XLA's forced host devices), the envs "
+                      "split across them as across GPUs: XLA runs one device's simulation on "
+                      "about one core; keep it across a resume")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--curve-episodes", type=int, default=64)
   p.add_argument("--episodes", type=int, default=256)
