@@ -365,16 +365,10 @@ def test_robot_walk_config_trains_one_iteration(tmp_path, path, swing_m, hips):
   assert saved["ppo"]["actor_hidden"] == [512, 256, 128]
 
 
-def test_walking_recipe_file_is_its_committed_run(tmp_path):
-  """`experiments/walk_builtin.args` (the README's walking command) parsed by walk_cpu.py's own
-  command line gives exactly the committed run it names: its task overrides and symmetry
-  augmentation (the packed config.json), its learning-rate drop (the metrics: the `cpu` preset's
-  rate up to the drop's env steps, the lower rate after) and its 2-hour budget (the iterations'
-  seconds)."""
+def _walk_cpu_module():
+  """experiments/walk_cpu.py, imported as its own command line runs it."""
   import importlib.util
   import sys
-
-  from mjxgap.runs.config import PRESETS, apply_overrides
 
   experiments = pathlib.Path(__file__).resolve().parents[1] / "experiments"
   sys.path.insert(0, str(experiments))
@@ -384,6 +378,52 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
     spec.loader.exec_module(walk_cpu)
   finally:
     sys.path.remove(str(experiments))
+  return walk_cpu
+
+
+def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
+  """walk_cpu.py's `mjxgap train` calls for a run with 2 iterations of 40 env steps behind it:
+  each leg gets what the metrics leave of the budget; a leg with under a second left is skipped
+  (`time_limit_s=0` would mean no limit); `--cpu-devices 2` adds the forced host device count to
+  the training's XLA_FLAGS, keeping the flags already there."""
+  walk_cpu = _walk_cpu_module()
+  run = tmp_path / "out" / "run"
+  (run / "checkpoints").mkdir(parents=True)
+  (run / "config.json").write_text(json.dumps({"ppo": {"num_envs": 4, "unroll_length": 10}}))
+  calls = []
+  monkeypatch.setattr(walk_cpu, "mjxgap", lambda *a, env=None: calls.append((a, env)))
+  monkeypatch.setenv("XLA_FLAGS", "--xla_existing=1")
+  args = walk_cpu.parser().parse_args(["--out", str(tmp_path / "out"), "--budget-s", "100",
+                                       "--lr-drop", "1000:1e-4", "--cpu-devices", "2"])
+
+  def trained_for(seconds):  # two iterations of 40 env steps, seconds/2 each
+    rows = [{"env_steps": 40 * i, "sps": 40 / (seconds / 2)} for i in (1, 2)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    calls.clear()
+    walk_cpu._train(run, args)
+    return calls
+
+  assert trained_for(99.6) == []  # 0.4 s left: both legs done
+  first, second = trained_for(30.0)
+  for (argv, env), extra in zip((first, second), ([], ["--set", "ppo.learning_rate=0.0001"])):
+    assert list(argv) == ["train", "--resume", "--no-progress", "--out", str(run),
+                          "--set", f"total_steps={1000 if not extra else 25_000_000}",
+                          "--set", "time_limit_s=70", *extra]
+    assert env == {"XLA_FLAGS": "--xla_existing=1 --xla_force_host_platform_device_count=2"}
+  args.cpu_devices = 1
+  assert {env for _, env in trained_for(30.0)} == {None}
+
+
+def test_walking_recipe_file_is_its_committed_run(tmp_path):
+  """`experiments/walk_builtin.args` (the README's walking command) parsed by walk_cpu.py's own
+  command line gives exactly the committed run it names: its task overrides and symmetry
+  augmentation (the packed config.json), its learning-rate drop (the metrics: the `cpu` preset's
+  rate up to the drop's env steps, the lower rate after) and its 2-hour budget (the iterations'
+  seconds)."""
+  from mjxgap.runs.config import PRESETS, apply_overrides
+
+  walk_cpu = _walk_cpu_module()
+  experiments = pathlib.Path(walk_cpu.__file__).parent
   args = walk_cpu.parser().parse_args([f"@{experiments / 'walk_builtin.args'}", "--out", "x"])
   run = tmp_path / "run"
   walk_cpu._restore_run(run, walk_cpu._saved(args.name))  # as walk_cpu.py unpacks it
