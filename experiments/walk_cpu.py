@@ -222,6 +222,13 @@ def _small_gif(src: pathlib.Path, dst: pathlib.Path, seconds: float = 8.0) -> No
                  optimize=True)
 
 
+def _device_count(text: str) -> int:
+  """--cpu-devices: a whole number of at least 1."""
+  if not text.isdigit() or int(text) < 1:
+    raise argparse.ArgumentTypeError(f"expected a whole number of devices >= 1, got {text!r}")
+  return int(text)
+
+
 def _lr_drop(text: str) -> tuple[int | None, float | None, float]:
   """ENV_STEPS:RATE or SECONDSs:RATE -> (env steps or None, training seconds or None, rate)."""
   at, _, rate = text.partition(":")
@@ -263,7 +270,7 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--train-dr", default=TARGET_DR,
                  help=f"randomization of a new run's training (a preset or .json); evaluations "
                       f"are under {TARGET_DR}")
-  p.add_argument("--cpu-devices", type=int, default=1,
+  p.add_argument("--cpu-devices", type=_device_count, default=1,
                  help="train on this many CPU devices (XLA's forced host devices), the envs "
                       "split across them as across GPUs: XLA runs one device's simulation on "
                       "about one core; keep it across a resume")

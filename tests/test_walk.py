@@ -412,6 +412,10 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
     assert env == {"XLA_FLAGS": "--xla_existing=1 --xla_force_host_platform_device_count=2"}
   args.cpu_devices = 1
   assert {env for _, env in trained_for(30.0)} == {None}
+  for bad in ("0", "-2", "two"):  # one argparse line and exit status 2, not one device
+    with pytest.raises(SystemExit) as exit_:
+      walk_cpu.parser().parse_args(["--cpu-devices", bad])
+    assert exit_.value.code == 2
 
 
 def test_walking_recipe_file_is_its_committed_run(tmp_path):
