@@ -362,6 +362,9 @@ def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   r = json.loads(out)
   assert r["episode_length"] == 50 and r["survived_fraction"] == 1.0 and r["fall_rate"] == 0.0
   assert r["falls"] == []
+  # ...and stays where it is: its mean base velocity is (close to) none
+  assert max(abs(r[f"mean_{k}"]) for k in ("forward_velocity_mps", "lateral_velocity_mps",
+                                           "yaw_rate_rad_s")) < 0.02, r
   # Wilson's 95% interval for 0 of n: [0, z^2 / (n + z^2)], 3.8415 / 7.8415 at n = 4
   assert r["fall_rate_ci95"] == [0.0, pytest.approx(0.4899, abs=1e-4)]
   # --falls where the pose-holder is shoved at 2.5 m/s every 0.1-0.2 s: each fallen episode once,
@@ -382,6 +385,12 @@ def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   assert all(0 < s <= 50 and abs(s - round(s)) < 1e-6 for s in steps)
   assert all(f["command"] == [0, 0, 0] for f in falls)
   assert sum(steps) + 50 * (8 - len(falls)) == pytest.approx(r["episode_length"] * 8)
+  # the mean base velocity is per episode over its steps, then over episodes, as the errors
+  # are: under stand's zero command the error is the speed itself, so (Jensen) the norm of the
+  # mean velocity cannot exceed the mean error; the shoves move the base
+  mean_xy = np.hypot(r["mean_forward_velocity_mps"], r["mean_lateral_velocity_mps"])
+  assert 0.0 < mean_xy <= r["lin_vel_error_mps"] + 1e-6, r
+  assert abs(r["mean_yaw_rate_rad_s"]) <= r["yaw_rate_error_rad_s"] + 1e-6, r
 
 
 def test_bench_train_reports_learner_overhead(capsys):

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjxgap import contract
 from mjxgap.env import vector
 from mjxgap.env.locomotion import TRACKING_ERRORS
 from mjxgap.errors import UserError
@@ -91,7 +92,8 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
                                    "fell": nxt.metrics["fell"],
                                    "truncation": nxt.info["truncation"],
                                    "command": nxt.info["command"],
-                                   **{k: nxt.metrics[k] for k in TRACKING_ERRORS}})
+                                   **{k: nxt.metrics[k] for k in TRACKING_ERRORS},
+                                   **base_velocity(nxt.pipeline_state)})
     sums = vector.first_episode_sums({k: v for k, v in steps.items() if k != "command"})
     # the command of each episode's last step (its first `done`)
     last = jnp.minimum(sums["length"].astype(jnp.int32), env.episode_steps) - 1
@@ -103,6 +105,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   length = sums["length"]
   ret, fell, timed_out = sums["reward"], sums["fell"], sums["truncation"]
   lin, yaw = sums["lin_vel_error_mps"] / length, sums["yaw_rate_error_rad_s"] / length
+  mean_velocity = {f"mean_{k}": float((sums[k] / length).mean()) for k in BASE_VELOCITY}
   return {
       "run": str(run_dir),
       "policy": policy,
@@ -125,12 +128,25 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       # in tasks without them (then the error is the robot's drift)
       "lin_vel_error_mps": float(lin.mean()),
       "yaw_rate_error_rad_s": float(yaw.mean()),
+      # the base's own velocity, averaged the same way: on the command's axes, so under
+      # `--command` it says whether the policy runs over or under what it is asked
+      **mean_velocity,
       **({"falls": [{"episode": int(i), "time_s": round(float(length[i]) * env.dt, 3),
                      "command": [round(float(c), 3) for c in end_command[i]]}
                     for i in np.flatnonzero(fell > 0)]} if falls else {}),
       **({"adr_ranges": adr_ranges, "adr_boundary_evaluators": int(evaluators)}
          if adr_ranges else {}),
   }
+
+
+BASE_VELOCITY = ("forward_velocity_mps", "lateral_velocity_mps", "yaw_rate_rad_s")
+
+
+def base_velocity(data) -> dict:
+  """Per env, the base's forward and lateral velocity (m/s) and yaw rate (rad/s) in its own
+  frame: the frame of the command and of the tracking errors."""
+  v = jax.vmap(lambda q, qd: contract.rotate_inverse(q[3:7], qd[0:3], jnp))(data.qpos, data.qvel)
+  return dict(zip(BASE_VELOCITY, (v[:, 0], v[:, 1], data.qvel[:, 5])))
 
 
 def fixed_command(config: TrainConfig, command) -> TrainConfig:
