@@ -4,12 +4,15 @@ then the learning curve of tracking error against env steps (a deterministic `mj
 every kept checkpoint), the final policy over 256 episodes, export, and the exported policy in
 native MuJoCo under forward, backward, sideways and turning commands (with a GIF).
 
-    python experiments/walk_cpu.py --out runs/walk_cpu
-    python experiments/walk_cpu.py @experiments/walk_builtin.args --out runs/walk  # best recipe
+    python experiments/walk_cpu.py @experiments/walk_builtin.args --out runs/walk --phase report
+    python experiments/walk_cpu.py --out runs/walk_cpu  # the first main run
+
+The run walk_builtin.args names exports the committed policy (results/policies/walk_builtin/);
+every other run exports into results/<name>/policy/.
 
 Resumable: an interrupted training continues from its last checkpoint (`mjxgap train
 --resume`), evaluated checkpoints are not evaluated again. `--save-run` packs the run's config,
-metrics and latest checkpoint into `results/walk_cpu/run_latest.tar.gz` (committed, ~4 MB): on a
+metrics and latest checkpoint into `results/<name>/run_latest.tar.gz` (committed, ~4-6 MB): on a
 fresh machine the same command unpacks it and resumes instead of starting again. `--lr-drop
 ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE (`SECONDSs:RATE`: after
 SECONDS of training); `--budget-s` shares one wall-clock budget between those calls (each gets
@@ -38,7 +41,14 @@ PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0",
          "sideways_right": "0,-0.3,0", "turn": "0,0,0.8", "forward_turn": "0.8,0,0.5"}
 
 
-MAIN = "walk_cpu"  # the run behind the committed policy; other --name values are attempts
+MAIN = "walk_cpu"  # the first main run (35 M env steps), beside which attempts are plotted
+RECIPE = pathlib.Path(__file__).with_name("walk_builtin.args")  # the adopted 2-hour recipe
+
+
+def _adopted() -> str:
+  """The run behind the committed policy (`results/policies/walk_builtin/`): the one
+  walk_builtin.args names. Every other run exports into results/<name>/policy/."""
+  return parser().parse_args([f"@{RECIPE}"]).name
 
 
 def _saved(name: str) -> pathlib.Path:
@@ -257,8 +267,9 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--symmetry-augmentation", action="store_true",
                  help="add each transition's mirror image to the policy loss")
   p.add_argument("--name", default=MAIN,
-                 help=f"results/<name>/ for this run's artefacts; {MAIN} (the default) is the run "
-                      "behind the committed policy, another name an attempt")
+                 help=f"results/<name>/ for this run's artefacts ({MAIN}, the default: the "
+                      "first main run); walk_builtin.args names the run behind the committed "
+                      "policy")
   p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                  help="a further `mjxgap train --set` for a new run, e.g. "
                       "task.rewards.tracking_lin_vel=2 (a resumed run keeps its config)")
@@ -316,7 +327,7 @@ def main() -> None:
       finals.write_text(json.dumps(cached, indent=1) + "\n")
   final, final_no_dr = cached["final"], cached["no_dr"]
   first = next((q for q in curve if _reached(q)), None)
-  policy_dir = (RESULTS / "policies" / "walk_builtin" if args.name == MAIN
+  policy_dir = (RESULTS / "policies" / "walk_builtin" if args.name == _adopted()
                 else RESULTS / args.name / "policy")
   shutil.rmtree(policy_dir, ignore_errors=True)
   mjxgap("export", str(run), "--out", str(policy_dir))
