@@ -3,7 +3,6 @@ against MuJoCo's own physics, the symmetry loss by hand, and the walk configs of
 robots (one training iteration each on the `gpu` preset's networks); the walking recipe file
 against its committed run."""
 
-import hashlib
 import json
 import math
 import pathlib
@@ -443,11 +442,11 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   assert rates(lambda s: s > drop_steps) == {np.float32(rate)}
   assert args.budget_s - 60 < walk_cpu._trained(run)[1] <= args.budget_s
   # the committed policy is this run's final checkpoint, exported (its sidecar's provenance)
+  from mjxgap.deploy.export import config_sha256
+  from mjxgap.runs import checkpoint
   from mjxgap.runs.resume import load_config
 
   assert walk_cpu._adopted() == args.name
   sidecar = json.loads((walk_cpu.RESULTS / "policies/walk_builtin/policy.json").read_text())
-  final = max(int(c.name) for c in (run / "checkpoints").iterdir())
-  assert sidecar["checkpoint_iteration"] == final
-  config_json = json.dumps(load_config(run, validate=False).to_dict(), sort_keys=True)
-  assert sidecar["training_config_sha256"] == hashlib.sha256(config_json.encode()).hexdigest()
+  assert sidecar["checkpoint_iteration"] == checkpoint.steps(run)[-1]
+  assert sidecar["training_config_sha256"] == config_sha256(load_config(run, validate=False))

@@ -167,6 +167,11 @@ def adr_ranges(env, curriculum) -> dict | None:
           for p, lo, hi in zip(env.adr.params, np.asarray(state.low), np.asarray(state.high))}
 
 
+def config_sha256(config) -> str:
+  """The sidecar's `training_config_sha256`: which training config an export came from."""
+  return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
 def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> dict:
   """Everything a robot runtime needs besides the network (`policy.json`); `curriculum` is the
   train state's (the ADR ranges reached at the checkpoint)."""
@@ -182,7 +187,6 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
     layout.append({**term, "offset": offset, "scale": 1.0,
                    "noise_in_training": dict(dr.obs_noise).get(term["name"], 0.0)})
     offset += term["size"]
-  config_json = json.dumps(config.to_dict(), sort_keys=True)
   return {
       "format": "mjxgap-policy/1",
       "mjxgap_version": __version__,
@@ -190,7 +194,7 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
       "robot_source": config.robot,  # what `mjxgap play` loads: builtin, a file, a Menagerie name
       "task": task.name,
       "checkpoint_iteration": iteration,
-      "training_config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
+      "training_config_sha256": config_sha256(config),
       "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET,
                "ir_version": IR_VERSION, "normalizer_folded_in": policy.normalize},
       "joint_names": list(robot.joint_names),
