@@ -169,6 +169,7 @@ def test_export_of_an_adr_run_records_the_reached_ranges_and_hard_limits(adr_cli
   rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
   row = [r for r in rows if r["iteration"] == meta["iteration"]][-1]
   items = info["trained_with"]["adr"]
+  assert info["trained_with"]["randomization"] == "adr.json"  # its name, not this machine's path
   assert info["checkpoint_iteration"] == meta["iteration"] == 3
   assert list(items) == ["kp", "action_delay_ms"]
   for i, name in enumerate(items):

@@ -223,7 +223,8 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
       "gait": {"frequency_hz": task.gait_frequency_hz,
                "note": "gait_phase = 2 pi frac(control_step * control_period_s * frequency_hz), "
                        "control_step counted from 0 at the policy's start"},
-      "trained_with": {"randomization": config.dr, "actuator": config.actuator,
+      "trained_with": {"randomization": _randomization_label(config.dr),
+                       "actuator": config.actuator,
                        "action_delay_ms": list(dr.action_delay_ms),
                        "obs_delay_ms": list(dr.obs_delay_ms),
                        "delay_jitter_ms": dr.delay_jitter_ms,
@@ -234,6 +235,15 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
                            dr, {k: v["reached"] for k, v in (reached or {}).items()})),
                        "actuator_files": ACTUATOR_FOLDER if net_dir(config) else None},
   }
+
+
+def _randomization_label(dr: str) -> str:
+  """A preset's name, or a randomization file's name without its folder: the sidecar names no
+  path of the training machine (`randomization_spec` holds what the file said)."""
+  from mjxgap.runs.factory import randomization_file
+
+  file = randomization_file(dr)
+  return dr if file is None else file.name
 
 
 ACTUATOR_FOLDER = "actuator_net"  # an actuator network's files, copied into the export
