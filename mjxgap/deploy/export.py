@@ -238,8 +238,8 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
 
 
 def _randomization_label(dr: str) -> str:
-  """A preset's name, or a randomization file's name without its folder: the sidecar names no
-  path of the training machine (`randomization_spec` holds what the file said)."""
+  """A preset's name, or a randomization file's name without its training-machine folder
+  (`randomization_spec` holds what the file said)."""
   from mjxgap.runs.factory import randomization_file
 
   file = randomization_file(dr)
