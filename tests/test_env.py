@@ -22,12 +22,13 @@ N_STEPS = 6
 
 @pytest.fixture(scope="module")
 def env(builtin_robot):
-  """Every reward term at weight 1, moving commands resampled every 0.1 s, a non-default
-  `feet_phase` kernel."""
+  """Every reward term at weight 1, moving commands resampled every 0.1 s, non-default
+  `feet_phase` and yaw-tracking kernels."""
   walk = task_config("walk")
   config = dataclasses.replace(walk, name="all_terms", rewards={k: 1.0 for k in REWARD_TERMS},
                                command_resample_s=0.1, zero_command_prob=0.0,
                                init_joint_noise_rad=0.1, feet_phase_sigma_m2=0.003,
+                               yaw_tracking_sigma=0.4,
                                soft_joint_limit_fraction=0.2)  # so joint_limits is not all 0
   return LocomotionEnv(builtin_robot, config)
 
@@ -147,7 +148,7 @@ def _np_terms(env, prev, cur, action, i):
       "torques": np.sum(torque ** 2), "action_rate": np.sum((action - last) ** 2),
       "tracking_lin_vel": np.exp(-np.sum((cmd[:2] - v[:2]) ** 2) / sig),
       "tracking_lin_vel_y": np.exp(-(cmd[1] - v[1]) ** 2 / env.config.lateral_tracking_sigma),
-      "tracking_ang_vel": np.exp(-(cmd[2] - w[2]) ** 2 / sig),
+      "tracking_ang_vel": np.exp(-(cmd[2] - w[2]) ** 2 / 0.4),  # the fixture's yaw kernel
       "tracking_lin_vel_fine": np.exp(-np.sum((cmd[:2] - v[:2]) ** 2)
                                       / env.config.fine_tracking_sigma),
       "tracking_ang_vel_fine": np.exp(-(cmd[2] - w[2]) ** 2 / env.config.fine_tracking_sigma),
@@ -352,6 +353,20 @@ def test_training_command_resample_sets_the_interval_in_training_only():
       assert got.all() if expect else not got.any(), (config.name, step)
   with pytest.raises(UserError, match="training_command_resample_s must be >= 0"):
     task_config("walk", {"training_command_resample_s": -1.0})
+
+
+def test_yaw_tracking_kernel_defaults_to_the_linear_one():
+  """`yaw_tracking_sigma` 0 (the default) keeps `tracking_ang_vel` in `tracking_sigma`'s
+  kernel, so runs from before the field train as they did; set, it is the yaw kernel alone
+  (the reward test above checks a set one against numpy)."""
+  from mjxgap.errors import UserError
+
+  walk = task_config("walk", {"tracking_sigma": 0.15})
+  assert walk.yaw_tracking_sigma == 0.0 and walk.yaw_kernel_sigma == 0.15
+  both = task_config("walk", {"tracking_sigma": 0.15, "yaw_tracking_sigma": 0.25})
+  assert (both.tracking_sigma, both.yaw_kernel_sigma) == (0.15, 0.25)
+  with pytest.raises(UserError, match="yaw_tracking_sigma must be >= 0"):
+    task_config("walk", {"yaw_tracking_sigma": -0.1})
 
 
 def test_outer_commands_are_uniform_over_the_outer_halves():

@@ -45,7 +45,8 @@ class StepQuantities(NamedTuple):
   knee_mask: jax.Array  # [nu]: 1 for the task's knee joints
   fell: jax.Array  # bool
   default_base_height: jax.Array  # m
-  tracking_sigma: jax.Array  # (m/s)^2 or (rad/s)^2, width of the tracking kernels
+  tracking_sigma: jax.Array  # (m/s)^2, width of `tracking_lin_vel`'s kernel
+  yaw_tracking_sigma: jax.Array  # (rad/s)^2, width of `tracking_ang_vel`'s kernel
   lateral_tracking_sigma: jax.Array  # (m/s)^2, width of `tracking_lin_vel_y`'s kernel
   fine_tracking_sigma: jax.Array  # (m/s)^2 or (rad/s)^2, width of the `*_fine` tracking kernels
   physics: jax.Array  # randomized physics draws, each mapped to [-1, 1] over its range
@@ -172,6 +173,7 @@ class Measure:
         fell=fell,
         default_base_height=jnp.asarray(self.default_height),
         tracking_sigma=jnp.asarray(cfg.tracking_sigma),
+        yaw_tracking_sigma=jnp.asarray(cfg.yaw_kernel_sigma),
         lateral_tracking_sigma=jnp.asarray(cfg.lateral_tracking_sigma),
         fine_tracking_sigma=jnp.asarray(cfg.fine_tracking_sigma),
         physics=(self._physics(episode) if episode is not None

@@ -88,7 +88,7 @@ def tracking_lin_vel_y(q: StepQuantities) -> jax.Array:
 
 
 def tracking_ang_vel(q: StepQuantities) -> jax.Array:
-  return jnp.exp(-_yaw_rate_error_sq(q) / q.tracking_sigma)
+  return jnp.exp(-_yaw_rate_error_sq(q) / q.yaw_tracking_sigma)
 
 
 def tracking_lin_vel_fine(q: StepQuantities) -> jax.Array:

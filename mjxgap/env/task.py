@@ -35,7 +35,10 @@ class TaskConfig:
   fall_height_fraction: float = 0.6  # of the default base height
   max_tilt_rad: float = 1.0
   contact_threshold_m: float = 0.005
-  tracking_sigma: float = 0.25
+  tracking_sigma: float = 0.25  # (m/s)^2: `tracking_lin_vel`'s kernel (and the yaw one's, below)
+  # (rad/s)^2: `tracking_ang_vel`'s kernel; 0: `tracking_sigma`'s. Apart, the forward kernel can
+  # narrow (a sharper speed) while turning keeps its wide one
+  yaw_tracking_sigma: float = 0.0
   lateral_tracking_sigma: float = 0.03  # (m/s)^2: `tracking_lin_vel_y`'s kernel
   # (m/s)^2 and (rad/s)^2: the `tracking_lin_vel_fine` / `tracking_ang_vel_fine` kernels (an
   # error of 0.1 keeps 82% of them, 0.2 keeps 45%)
@@ -96,6 +99,11 @@ class TaskConfig:
   performance: str = "survival"
   tracking_error_bound_mps: float = 0.3
 
+  @property
+  def yaw_kernel_sigma(self) -> float:
+    """(rad/s)^2: the width `tracking_ang_vel` uses."""
+    return self.yaw_tracking_sigma or self.tracking_sigma
+
   def validate(self) -> None:
     for field in ("ctrl_dt", "episode_length_s", "action_scale_rad", "fall_height_fraction",
                   "max_tilt_rad", "tracking_sigma", "lateral_tracking_sigma",
@@ -104,7 +112,7 @@ class TaskConfig:
         raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
     for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s",
                   "gait_frequency_hz", "swing_height_m", "training_physics_step_s",
-                  "training_command_resample_s"):
+                  "training_command_resample_s", "yaw_tracking_sigma"):
       if not float(getattr(self, field)) >= 0:
         raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
     if not (isinstance(self.actor_frames, int) and self.actor_frames >= 1):
