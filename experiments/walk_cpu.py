@@ -18,6 +18,11 @@ ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE (`SECONDSs
 SECONDS of training); `--budget-s` shares one wall-clock budget between those calls (each gets
 what the metrics say is left). Target (issue 16): mean horizontal velocity-tracking error
 <= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
+
+The checkpoint reported and exported is the latest, or with `--select forward` one chosen on a
+validation criterion measured in MJX (`_select`); the 256-episode evaluation and the native
+plays then test it. `--phase curve` evaluates the checkpoints kept so far and stops: run beside
+the training, it leaves the report little to do.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import tarfile
 import time
 
 from common import RESULTS, keep, mjxgap, provenance, read_metrics
+from mjxgap.cli.commands import _positive_int as positive_int
 
 TARGET_ERROR_MPS, TARGET_FALL_RATE = 0.2, 0.05
 TARGET_DR = "nominal_dr"  # what every evaluation runs under, whatever the training's (--train-dr)
@@ -40,6 +46,8 @@ TARGET_DR = "nominal_dr"  # what every evaluation runs under, whatever the train
 PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0",
          "sideways_right": "0,-0.3,0", "turn": "0,0,0.8", "forward_turn": "0.8,0,0.5"}
 
+
+SELECT_EPISODES = 32  # per candidate checkpoint of `--select forward`
 
 MAIN = "walk_cpu"  # the first main run (35 M env steps), beside which attempts are plotted
 RECIPE = pathlib.Path(__file__).with_name("walk_builtin.args")  # the adopted 2-hour recipe
@@ -56,15 +64,22 @@ def _saved(name: str) -> pathlib.Path:
   return RESULTS / name / "run_latest.tar.gz"
 
 
-def _save_run(run: pathlib.Path, saved: pathlib.Path) -> None:
-  """config.json, metrics.jsonl and the latest checkpoint of `run`, packed for a commit."""
-  latest = max(int(c.name) for c in (run / "checkpoints").iterdir() if c.name.isdigit())
+def _save_run(run: pathlib.Path, saved: pathlib.Path, selected: int | None = None) -> None:
+  """config.json, metrics.jsonl, the latest checkpoint of `run` (to resume) and the `selected`
+  one (to report), packed for a commit."""
+  latest = max(_kept(run))
   tmp = saved.with_suffix(".tmp")
   saved.parent.mkdir(parents=True, exist_ok=True)
   with tarfile.open(tmp, "w:gz") as tar:
-    for f in ("config.json", "metrics.jsonl", f"checkpoints/{latest}"):
+    for f in ("config.json", "metrics.jsonl",
+              *(f"checkpoints/{c}" for c in sorted({latest, selected or latest}))):
       tar.add(run / f, arcname=f"run/{f}")
   tmp.replace(saved)
+
+
+def _kept(run: pathlib.Path) -> list[int]:
+  """The iterations of `run`'s kept checkpoints, in order."""
+  return sorted(int(c.name) for c in (run / "checkpoints").iterdir() if c.name.isdigit())
 
 
 def _restore_run(run: pathlib.Path, saved: pathlib.Path) -> None:
@@ -94,22 +109,21 @@ def _train(run: pathlib.Path, args) -> None:
     at_steps, at_s, rate = args.lr_drop
     first_end_s = min(filter(None, (at_s, budget_s)), default=None)
     legs = [(at_steps or args.total_steps, first_end_s, None), (args.total_steps, budget_s, rate)]
-  env = None
-  if args.cpu_devices > 1:  # the envs split across host devices as they would across GPUs
-    env = {"XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
-                         f" --xla_force_host_platform_device_count={args.cpu_devices}").strip()}
+  # the envs split across host devices as they would across GPUs
+  devices = ["--cpu-devices", str(args.cpu_devices)] if args.cpu_devices > 1 else []
   for total_steps, end_s, rate in legs:
     steps, seconds = _trained(run)
     # a leg with under a second left is done: `time_limit_s=0` would mean no limit at all
     if steps >= total_steps or (end_s and seconds > end_s - 1):
       continue
-    flags = ["--no-progress", "--out", str(run), "--set", f"total_steps={total_steps}"]
+    flags = ["--no-progress", *devices, "--out", str(run),
+             "--set", f"total_steps={total_steps}"]
     if end_s:
       flags += ["--set", f"time_limit_s={end_s - seconds:.0f}"]
     if rate is not None:
       flags += ["--set", f"ppo.learning_rate={rate}"]
     if (run / "checkpoints").is_dir():
-      mjxgap("train", "--resume", *flags, env=env)
+      mjxgap("train", "--resume", *flags)
       continue
     mjxgap("train", "--preset", "cpu", "--robot", "builtin", "--task", "walk",
            "--dr", args.train_dr, "--seed", str(args.seed), *flags,
@@ -119,7 +133,7 @@ def _train(run: pathlib.Path, args) -> None:
            # action std collapse to 0.16 by 3.8 M steps with tracking flat (BENCHMARKS.md)
            "--set", "ppo.discount=0.97", "--set", "ppo.entropy_cost=0.005",
            "--set", "checkpoint_every=200", "--set", "keep_checkpoints=1000",
-           *(f for a in args.set for f in ("--set", a)), env=env)
+           *(f for a in args.set for f in ("--set", a)))
 
 
 def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> list[dict]:
@@ -129,7 +143,7 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> li
             for p in json.loads(f.read_text())}
   per_iteration = json.loads((run / "config.json").read_text())
   per_iteration = per_iteration["ppo"]["num_envs"] * per_iteration["ppo"]["unroll_length"]
-  for step in sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()):
+  for step in _kept(run):
     if step in points:
       continue
     r = mjxgap("eval", str(run), "--step", str(step), "--episodes", str(episodes),
@@ -141,6 +155,35 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> li
                                indent=1) + "\n")
     keep(path, f"{name}/curve.json")
   return sorted(points.values(), key=lambda p: p["iteration"])
+
+
+def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> dict:
+  """The checkpoint to report and export. `--select latest`: the last. `--select forward`: of
+  the checkpoints whose curve point meets the target (a 64-episode screen under nominal_dr),
+  the one that tracks the forward play's command (0.5 m/s) best in MJX: least mean velocity
+  error over 32 episodes without randomization, each under that command held (cached in
+  OUT/selection.json). A validation choice in MJX: the 256-episode evaluation and the native
+  plays that follow test it; none of them choose it."""
+  latest = curve[-1]["iteration"]
+  if args.select == "latest":
+    return {"rule": "latest", "iteration": latest}
+  path, kept = out / "selection.json", RESULTS / args.name / "selection.json"
+  held = {int(k): v for f in (kept, path) if f.exists()
+          for k, v in json.loads(f.read_text())["held_forward"].items()}
+  candidates = [p["iteration"] for p in curve if _reached(p)]
+  for step in candidates:
+    if step not in held:
+      r = mjxgap("eval", str(run), "--step", str(step), "--episodes", str(SELECT_EPISODES),
+                 "--dr", "none", "--command", PLAYS["forward"])
+      held[step] = {k: r[k] for k in ("lin_vel_error_mps", "mean_forward_velocity_mps",
+                                      "fall_rate")}
+      path.write_text(json.dumps({"held_forward": held}, indent=1) + "\n")
+      keep(path, f"{args.name}/selection.json")
+  best = min(candidates, key=lambda c: held[c]["lin_vel_error_mps"], default=latest)
+  return {"rule": f"forward: least error under {PLAYS['forward']} held (MJX, "
+                  f"{SELECT_EPISODES} episodes, no randomization) of the checkpoints whose "
+                  "curve point meets the target; the latest if none does",
+          "iteration": best, "candidates": {c: held[c] for c in candidates}}
 
 
 def _reached(p: dict) -> bool:
@@ -232,13 +275,6 @@ def _small_gif(src: pathlib.Path, dst: pathlib.Path, seconds: float = 8.0) -> No
                  optimize=True)
 
 
-def _device_count(text: str) -> int:
-  """--cpu-devices: a whole number of at least 1."""
-  if not text.isdigit() or int(text) < 1:
-    raise argparse.ArgumentTypeError(f"expected a whole number of devices >= 1, got {text!r}")
-  return int(text)
-
-
 def _lr_drop(text: str) -> tuple[int | None, float | None, float]:
   """ENV_STEPS:RATE or SECONDSs:RATE -> (env steps or None, training seconds or None, rate)."""
   at, _, rate = text.partition(":")
@@ -281,14 +317,20 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--train-dr", default=TARGET_DR,
                  help=f"randomization of a new run's training (a preset or .json); evaluations "
                       f"are under {TARGET_DR}")
-  p.add_argument("--cpu-devices", type=_device_count, default=1,
-                 help="train on this many CPU devices (XLA's forced host devices), the envs "
+  p.add_argument("--cpu-devices", type=positive_int, default=1,
+                 help="train on this many CPU devices (`mjxgap train --cpu-devices`), the envs "
                       "split across them as across GPUs: XLA runs one device's simulation on "
                       "about one core; keep it across a resume")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--curve-episodes", type=int, default=64)
   p.add_argument("--episodes", type=int, default=256)
-  p.add_argument("--phase", choices=("train", "report", "all"), default="all")
+  p.add_argument("--phase", choices=("train", "curve", "report", "all"), default="all",
+                 help="curve: evaluate the checkpoints kept so far (and --select's candidates) "
+                      "and stop, e.g. beside the training")
+  p.add_argument("--select", choices=("latest", "forward"), default="latest",
+                 help="the checkpoint to report and export: the latest, or (forward) of those "
+                      "meeting the target in the curve, the one tracking the forward play's "
+                      "command best in MJX")
   p.add_argument("--save-run", action="store_true",
                  help="pack the run's latest checkpoint into results/ (to commit) and stop")
   return p
@@ -301,7 +343,9 @@ def main() -> None:
   out.mkdir(parents=True, exist_ok=True)
   t0 = time.time()
   if args.save_run:
-    _save_run(run, _saved(args.name))
+    summary = out / "summary.json"
+    selected = json.loads(summary.read_text())["selected"] if summary.is_file() else {}
+    _save_run(run, _saved(args.name), selected.get("iteration"))
     return
   _restore_run(run, _saved(args.name))  # a fresh machine resumes, or reports, from the commit
   if args.phase in ("train", "all"):
@@ -309,20 +353,25 @@ def main() -> None:
   if args.phase == "train":
     return
   curve = _curve(run, out, args.curve_episodes, args.name)
+  selected = _select(run, out, curve, args)
+  if args.phase == "curve":
+    return
   rows = read_metrics(run / "metrics.jsonl")
-  finals = out / "final_eval.json"  # cached for the latest checkpoint
+  step = ["--step", str(selected["iteration"])]
+  finals = out / "final_eval.json"  # cached for the selected checkpoint
   cached = json.loads(finals.read_text()) if finals.is_file() else {}
-  if cached.get("iteration") != curve[-1]["iteration"]:
-    cached = {"iteration": curve[-1]["iteration"],
-              "final": mjxgap("eval", str(run), "--episodes", str(args.episodes),
+  if cached.get("iteration") != selected["iteration"]:
+    cached = {"iteration": selected["iteration"],
+              "final": mjxgap("eval", str(run), *step, "--episodes", str(args.episodes),
                               "--dr", TARGET_DR),
               # diagnosis: the same policy without randomization, latency, noise or pushes
-              "no_dr": mjxgap("eval", str(run), "--episodes", str(args.curve_episodes),
+              "no_dr": mjxgap("eval", str(run), *step, "--episodes", str(args.curve_episodes),
                               "--dr", "none")}
   cached.setdefault("commands", {})
   for name, command in PLAYS.items():  # each play's command held for whole episodes, in MJX
     if name not in cached["commands"]:
-      cached["commands"][name] = mjxgap("eval", str(run), "--episodes", str(args.curve_episodes),
+      cached["commands"][name] = mjxgap("eval", str(run), *step,
+                                        "--episodes", str(args.curve_episodes),
                                         "--dr", TARGET_DR, "--command", command, "--falls")
       finals.write_text(json.dumps(cached, indent=1) + "\n")
   final, final_no_dr = cached["final"], cached["no_dr"]
@@ -330,7 +379,7 @@ def main() -> None:
   policy_dir = (RESULTS / "policies" / "walk_builtin" if args.name == _adopted()
                 else RESULTS / args.name / "policy")
   shutil.rmtree(policy_dir, ignore_errors=True)
-  mjxgap("export", str(run), "--out", str(policy_dir))
+  mjxgap("export", str(run), *step, "--out", str(policy_dir))
   plays = {}
   gif = out / "walk_builtin.gif"
   for name, command in PLAYS.items():
@@ -349,6 +398,9 @@ def main() -> None:
       # in the curve (--curve-episodes, 64 by default: a screen whose fall rate has an interval
       # of about +-5 points near 5%); `target_reached_by_final` (256 episodes) decides
       "first_reached_at_env_steps": first["env_steps"] if first else None,
+      # the checkpoint reported and exported (`--select`), and its env steps
+      "selected": {**selected, "env_steps": next(q["env_steps"] for q in curve
+                                                 if q["iteration"] == selected["iteration"])},
       "final_eval": final,
       "target_reached_by_final": _reached(final),
       "final_eval_without_randomization": final_no_dr,

@@ -409,18 +409,19 @@ def test_bench_train_reports_learner_overhead(capsys):
 
 
 def test_two_forced_cpu_devices_train(tmp_path):
-  """The same command on two forced CPU devices: envs split, one replicated set of weights,
-  and an ADR curriculum whose reports are summed over both (t_high = 0: every full buffer
-  widens, so the bounds must move)."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+  """The same command on two CPU devices (`--cpu-devices 2`): envs split, one replicated set of
+  weights, and an ADR curriculum whose reports are summed over both (t_high = 0: every full
+  buffer widens, so the bounds must move)."""
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}  # the reading process
   dr = tmp_path / "adr.json"
   dr.write_text(json.dumps({"base": "nominal_dr", "adr": {
       "t_low": -1.0, "t_high": 0.0, "buffer_size": 1, "boundary_prob": 1.0,
       "params": {"kp": {"delta": 0.01}}}}))
   p = subprocess.run([sys.executable, "-m", "mjxgap", "train", *SMALL, "--dr", str(dr), "--out",
-                      str(tmp_path / "r"), "--total-steps", str(4 * STEPS_PER_ITERATION)],
-                     env=env, capture_output=True, text=True, timeout=900)
+                      str(tmp_path / "r"), "--total-steps", str(4 * STEPS_PER_ITERATION),
+                      "--cpu-devices", "2"], capture_output=True, text=True, timeout=900)
   assert p.returncode == 0, p.stderr[-3000:]
+  assert json.loads(p.stdout.splitlines()[-1])["devices"] == 2
   rows = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
   assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
   assert all(np.isfinite(r["policy_loss"]) for r in rows)

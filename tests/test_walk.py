@@ -384,15 +384,13 @@ def _walk_cpu_module():
 def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
   """walk_cpu.py's `mjxgap train` calls for a run with 2 iterations of 40 env steps behind it:
   each leg gets what the metrics leave of the budget; a leg with under a second left is skipped
-  (`time_limit_s=0` would mean no limit); `--cpu-devices 2` adds the forced host device count to
-  the training's XLA_FLAGS, keeping the flags already there."""
+  (`time_limit_s=0` would mean no limit); `--cpu-devices 2` is passed on to each call."""
   walk_cpu = _walk_cpu_module()
   run = tmp_path / "out" / "run"
   (run / "checkpoints").mkdir(parents=True)
   (run / "config.json").write_text(json.dumps({"ppo": {"num_envs": 4, "unroll_length": 10}}))
   calls = []
   monkeypatch.setattr(walk_cpu, "mjxgap", lambda *a, env=None: calls.append((a, env)))
-  monkeypatch.setenv("XLA_FLAGS", "--xla_existing=1")
   args = walk_cpu.parser().parse_args(["--out", str(tmp_path / "out"), "--budget-s", "100",
                                        "--lr-drop", "1000:1e-4", "--cpu-devices", "2"])
 
@@ -406,16 +404,48 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
   assert trained_for(99.6) == []  # 0.4 s left: both legs done
   first, second = trained_for(30.0)
   for (argv, env), extra in zip((first, second), ([], ["--set", "ppo.learning_rate=0.0001"])):
-    assert list(argv) == ["train", "--resume", "--no-progress", "--out", str(run),
+    assert list(argv) == ["train", "--resume", "--no-progress", "--cpu-devices", "2",
+                          "--out", str(run),
                           "--set", f"total_steps={1000 if not extra else 25_000_000}",
                           "--set", "time_limit_s=70", *extra]
-    assert env == {"XLA_FLAGS": "--xla_existing=1 --xla_force_host_platform_device_count=2"}
+    assert env is None
   args.cpu_devices = 1
-  assert {env for _, env in trained_for(30.0)} == {None}
+  assert all("--cpu-devices" not in argv for argv, _ in trained_for(30.0))
   for bad in ("0", "-2", "two"):  # one argparse line and exit status 2, not one device
     with pytest.raises(SystemExit) as exit_:
       walk_cpu.parser().parse_args(["--cpu-devices", bad])
     assert exit_.value.code == 2
+
+
+def test_walk_cpu_selects_the_best_held_forward_of_the_screened(tmp_path, monkeypatch):
+  """`--select forward` by hand: of the checkpoints whose curve point meets the target (0.2 m/s,
+  5%), the least error under the held forward command; each candidate evaluated once (cached
+  across calls), the others never; the latest when none qualifies, or with `--select latest`."""
+  walk_cpu = _walk_cpu_module()
+  monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
+  point = lambda i, err, falls: {"iteration": i, "lin_vel_error_mps": err, "fall_rate": falls}
+  curve = [point(200, 0.30, 0.0), point(400, 0.19, 0.0625), point(600, 0.20, 0.05),
+           point(800, 0.15, 0.0), point(1000, 0.18, 0.03)]
+  held = {600: 0.09, 800: 0.12, 1000: 0.20}
+  calls = []
+
+  def fake(*argv, env=None):
+    step = int(argv[argv.index("--step") + 1])
+    calls.append(step)
+    assert argv[argv.index("--command") + 1] == "0.5,0,0" and "none" in argv
+    return {"lin_vel_error_mps": held[step], "mean_forward_velocity_mps": 0.5, "fall_rate": 0.0}
+
+  monkeypatch.setattr(walk_cpu, "mjxgap", fake)
+  args = walk_cpu.parser().parse_args(["--name", "t", "--select", "forward"])
+  chosen = walk_cpu._select(tmp_path / "run", tmp_path, curve, args)
+  assert chosen["iteration"] == 600 and sorted(calls) == [600, 800, 1000]
+  assert set(chosen["candidates"]) == {600, 800, 1000}
+  calls.clear()
+  assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 600
+  assert calls == []  # cached in OUT/selection.json (and results/t/selection.json)
+  assert walk_cpu._select(tmp_path / "run", tmp_path, curve[:2], args)["iteration"] == 400
+  args.select = "latest"
+  assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 1000
 
 
 def test_walking_recipe_file_is_its_committed_run(tmp_path):
@@ -448,5 +478,13 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
 
   assert walk_cpu._adopted() == args.name
   sidecar = json.loads((walk_cpu.RESULTS / "policies/walk_builtin/policy.json").read_text())
-  assert sidecar["checkpoint_iteration"] == checkpoint.steps(run)[-1]
+  chosen = checkpoint.steps(run)[-1]
+  if args.select == "forward":  # the rule recomputed from the committed curve and selection
+    kept = walk_cpu.RESULTS / args.name
+    held = json.loads((kept / "selection.json").read_text())["held_forward"]
+    chosen = min((p["iteration"] for p in json.loads((kept / "curve.json").read_text())
+                  if p["lin_vel_error_mps"] <= 0.2 and p["fall_rate"] <= 0.05),
+                 key=lambda i: held[str(i)]["lin_vel_error_mps"])
+  assert chosen in checkpoint.steps(run)
+  assert sidecar["checkpoint_iteration"] == chosen
   assert sidecar["training_config_sha256"] == config_sha256(load_config(run, validate=False))

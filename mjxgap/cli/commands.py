@@ -130,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
                  help="override any config field, e.g. ppo.learning_rate=1e-4, "
                       "task.episode_length_s=10, checkpoint_every=10 (repeatable)")
   p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+  p.add_argument("--cpu-devices", type=_positive_int, default=None,
+                 help="on a CPU, split the envs over this many host devices as over GPUs: XLA "
+                      "runs one device's simulation on about one core, so one per core trains "
+                      "faster on a multi-core CPU (default: JAX's, one); not kept in the run, "
+                      "pass it again on --resume")
   p.add_argument("--preemptible", action="store_true",
                  help="for job scripts: resume --out from its latest checkpoint if it has one, "
                       "else start it (from its config.json if prepared by mjxgap slurm submit); "
@@ -368,6 +373,10 @@ def run(argv: list[str] | None = None) -> int:
 
     if (args.resume or args.preemptible) and not args.out:
       raise UserError("train --resume/--preemptible needs --out RUN, the run folder")
+    if args.cpu_devices:  # before anything starts JAX's backends
+      import jax
+
+      jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     if args.preemptible:  # a (re)started job: continue the run, or start the prepared one
       args.resume = bool(checkpoint.steps(args.out))
       args.prepared = not args.resume and (pathlib.Path(args.out) / "config.json").is_file()

@@ -210,6 +210,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
       "iteration": iteration,
       "env_steps": iteration * config.steps_per_iteration,
       "complete": iteration >= config.num_iterations,
+      "devices": trainer.num_devices,  # that the envs were split over
       "stopped_by_signal": signalled,
       "wall_s": round(time.perf_counter() - t_start, 1),
       "first_iteration_s": None if first_iteration_s is None else round(first_iteration_s, 2),
