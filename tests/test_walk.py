@@ -423,6 +423,8 @@ def test_walk_cpu_selects_the_best_held_forward_of_the_screened(tmp_path, monkey
   across calls), the others never; the latest when none qualifies, or with `--select latest`."""
   walk_cpu = _walk_cpu_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
+  kept = []  # what would be copied into experiments/results/
+  monkeypatch.setattr(walk_cpu, "keep", lambda path, name: kept.append(name))
   point = lambda i, err, falls: {"iteration": i, "lin_vel_error_mps": err, "fall_rate": falls}
   curve = [point(200, 0.30, 0.0), point(400, 0.19, 0.0625), point(600, 0.20, 0.05),
            point(800, 0.15, 0.0), point(1000, 0.18, 0.03)]
@@ -442,7 +444,8 @@ def test_walk_cpu_selects_the_best_held_forward_of_the_screened(tmp_path, monkey
   assert set(chosen["candidates"]) == {600, 800, 1000}
   calls.clear()
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 600
-  assert calls == []  # cached in OUT/selection.json (and results/t/selection.json)
+  assert calls == []  # cached in OUT/selection.json
+  assert set(kept) == {"t/selection.json"}
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve[:2], args)["iteration"] == 400
   args.select = "latest"
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 1000
