@@ -332,7 +332,8 @@ def parser() -> argparse.ArgumentParser:
                       "meeting the target in the curve, the one tracking the forward play's "
                       "command best in MJX")
   p.add_argument("--save-run", action="store_true",
-                 help="pack the run's latest checkpoint into results/ (to commit) and stop")
+                 help="pack the run's latest checkpoint (and the report's selected one) into "
+                      "results/ (to commit) and stop")
   return p
 
 
