@@ -37,6 +37,7 @@ import time
 
 from common import RESULTS, keep, mjxgap, provenance, read_metrics
 from mjxgap.cli.commands import _positive_int as positive_int
+from mjxgap.runs.checkpoint import steps as checkpoint_steps
 
 TARGET_ERROR_MPS, TARGET_FALL_RATE = 0.2, 0.05
 TARGET_DR = "nominal_dr"  # what every evaluation runs under, whatever the training's (--train-dr)
@@ -67,7 +68,7 @@ def _saved(name: str) -> pathlib.Path:
 def _save_run(run: pathlib.Path, saved: pathlib.Path, selected: int | None = None) -> None:
   """config.json, metrics.jsonl, the latest checkpoint of `run` (to resume) and the `selected`
   one (to report), packed for a commit."""
-  latest = max(_kept(run))
+  latest = max(checkpoint_steps(run))
   tmp = saved.with_suffix(".tmp")
   saved.parent.mkdir(parents=True, exist_ok=True)
   with tarfile.open(tmp, "w:gz") as tar:
@@ -75,11 +76,6 @@ def _save_run(run: pathlib.Path, saved: pathlib.Path, selected: int | None = Non
               *(f"checkpoints/{c}" for c in sorted({latest, selected or latest}))):
       tar.add(run / f, arcname=f"run/{f}")
   tmp.replace(saved)
-
-
-def _kept(run: pathlib.Path) -> list[int]:
-  """The iterations of `run`'s kept checkpoints, in order."""
-  return sorted(int(c.name) for c in (run / "checkpoints").iterdir() if c.name.isdigit())
 
 
 def _restore_run(run: pathlib.Path, saved: pathlib.Path) -> None:
@@ -143,7 +139,7 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> li
             for p in json.loads(f.read_text())}
   per_iteration = json.loads((run / "config.json").read_text())
   per_iteration = per_iteration["ppo"]["num_envs"] * per_iteration["ppo"]["unroll_length"]
-  for step in _kept(run):
+  for step in checkpoint_steps(run):
     if step in points:
       continue
     r = mjxgap("eval", str(run), "--step", str(step), "--episodes", str(episodes),

@@ -412,7 +412,8 @@ def test_two_forced_cpu_devices_train(tmp_path):
   """The same command on two CPU devices (`--cpu-devices 2`): envs split, one replicated set of
   weights, and an ADR curriculum whose reports are summed over both (t_high = 0: every full
   buffer widens, so the bounds must move)."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}  # the reading process
+  # the reading process below sees its two devices through XLA_FLAGS
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
   dr = tmp_path / "adr.json"
   dr.write_text(json.dumps({"base": "nominal_dr", "adr": {
       "t_low": -1.0, "t_high": 0.0, "buffer_size": 1, "boundary_prob": 1.0,
