@@ -384,7 +384,8 @@ def _walk_cpu_module():
 def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
   """walk_cpu.py's `mjxgap train` calls for a run with 2 iterations of 40 env steps behind it:
   each leg gets what the metrics leave of the budget; a leg with under a second left is skipped
-  (`time_limit_s=0` would mean no limit); `--cpu-devices 2` is passed on to each call."""
+  (`time_limit_s=0` would mean no limit); a repeated `--lr-drop` adds a leg at each rate;
+  `--cpu-devices 2` is passed on to each call."""
   walk_cpu = _walk_cpu_module()
   run = tmp_path / "out" / "run"
   (run / "checkpoints").mkdir(parents=True)
@@ -409,6 +410,12 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
                           "--set", f"total_steps={1000 if not extra else 25_000_000}",
                           "--set", "time_limit_s=70", *extra]
     assert env is None
+  # a second drop: three legs, each at the rate of the drop that starts it
+  args.lr_drop.append(walk_cpu._lr_drop("2000:3e-5"))
+  legs = [(argv[argv.index("--set") + 1], argv[-1]) for argv, _ in trained_for(30.0)]
+  assert legs == [("total_steps=1000", "time_limit_s=70"),
+                  ("total_steps=2000", "ppo.learning_rate=0.0001"),
+                  ("total_steps=25000000", "ppo.learning_rate=3e-05")]
   args.cpu_devices = 1
   assert all("--cpu-devices" not in argv for argv, _ in trained_for(30.0))
   for bad in ("0", "-2", "two"):  # one argparse line and exit status 2, not one device
@@ -417,10 +424,13 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
     assert exit_.value.code == 2
 
 
-def test_walk_cpu_selects_the_best_held_forward_of_the_screened(tmp_path, monkeypatch):
+def test_walk_cpu_selects_the_best_held_forward_of_the_validated(tmp_path, monkeypatch):
   """`--select forward` by hand: of the checkpoints whose curve point meets the target (0.2 m/s,
-  5%), the least error under the held forward command; each candidate evaluated once (cached
-  across calls), the others never; the latest when none qualifies, or with `--select latest`."""
+  5%), the least error under the held forward command among those that also meet it in a
+  validation at seed 1 (the final evaluation's episodes are seed 0's); validated best-forward
+  first and no further than the first to pass; each measurement once (cached across calls),
+  unscreened checkpoints never; the fewest validation falls when none passes; the latest when
+  none is screened, or with `--select latest`."""
   walk_cpu = _walk_cpu_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   kept = []  # what would be copied into experiments/results/
@@ -429,23 +439,37 @@ def test_walk_cpu_selects_the_best_held_forward_of_the_screened(tmp_path, monkey
   curve = [point(200, 0.30, 0.0), point(400, 0.19, 0.0625), point(600, 0.20, 0.05),
            point(800, 0.15, 0.0), point(1000, 0.18, 0.03)]
   held = {600: 0.09, 800: 0.12, 1000: 0.20}
+  validated = {600: (0.18, 0.07), 800: (0.19, 0.04), 1000: (0.15, 0.0)}  # (error, falls)
   calls = []
 
   def fake(*argv, env=None):
     step = int(argv[argv.index("--step") + 1])
-    calls.append(step)
-    assert argv[argv.index("--command") + 1] == "0.5,0,0" and "none" in argv
-    return {"lin_vel_error_mps": held[step], "mean_forward_velocity_mps": 0.5, "fall_rate": 0.0}
+    episodes = int(argv[argv.index("--episodes") + 1])
+    if "--command" in argv:  # the held forward command, 32 episodes without randomization
+      assert argv[argv.index("--command") + 1] == "0.5,0,0" and "none" in argv
+      assert episodes == 32 and "--seed" not in argv
+      calls.append(("held", step))
+      return {"lin_vel_error_mps": held[step], "mean_forward_velocity_mps": 0.5, "fall_rate": 0}
+    assert argv[argv.index("--seed") + 1] == "1" and "nominal_dr" in argv and episodes == 256
+    calls.append(("validation", step))
+    error, falls = validated[step]
+    return {"lin_vel_error_mps": error, "mean_forward_velocity_mps": 0.4, "fall_rate": falls}
 
   monkeypatch.setattr(walk_cpu, "mjxgap", fake)
   args = walk_cpu.parser().parse_args(["--name", "t", "--select", "forward"])
   chosen = walk_cpu._select(tmp_path / "run", tmp_path, curve, args)
-  assert chosen["iteration"] == 600 and sorted(calls) == [600, 800, 1000]
-  assert set(chosen["candidates"]) == {600, 800, 1000}
+  assert chosen["iteration"] == 800  # 600 tracks forward best but fails its validation
+  assert sorted(calls) == [("held", 600), ("held", 800), ("held", 1000),
+                           ("validation", 600), ("validation", 800)]
+  assert set(chosen["candidates"]) == {600, 800, 1000} and set(chosen["validation"]) == {600, 800}
   calls.clear()
-  assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 600
+  assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 800
   assert calls == []  # cached in OUT/selection.json
   assert set(kept) == {"t/selection.json"}
+  validated.update({800: (0.19, 0.06), 1000: (0.21, 0.055)})  # none passes: the fewest falls
+  args.name = "u"
+  (tmp_path / "u").mkdir()
+  assert walk_cpu._select(tmp_path / "run", tmp_path / "u", curve, args)["iteration"] == 1000
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve[:2], args)["iteration"] == 400
   args.select = "latest"
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 1000
@@ -469,10 +493,12 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   expected = apply_overrides(PRESETS["cpu"], args.set).task_overrides
   assert config["task_overrides"] == json.loads(json.dumps(expected))
   assert config["ppo"]["symmetry_augmentation"] is args.symmetry_augmentation is True
-  drop_steps, _, rate = args.lr_drop
-  rates = lambda sel: {np.float32(r["learning_rate"]) for r in rows if sel(r["env_steps"])}
-  assert rates(lambda s: s <= drop_steps) == {np.float32(PRESETS["cpu"].ppo.learning_rate)}
-  assert rates(lambda s: s > drop_steps) == {np.float32(rate)}
+  # each stretch between drops at its own rate: the preset's, then each drop's
+  bounds = [0, *(steps for steps, _, _ in args.lr_drop), float("inf")]
+  expected_rates = [PRESETS["cpu"].ppo.learning_rate, *(rate for _, _, rate in args.lr_drop)]
+  for lo, hi, rate in zip(bounds, bounds[1:], expected_rates):
+    assert {np.float32(r["learning_rate"]) for r in rows
+            if lo < r["env_steps"] <= hi} == {np.float32(rate)}
   assert args.budget_s - 60 < walk_cpu._trained(run)[1] <= args.budget_s
   # the committed policy is this run's final checkpoint, exported (its sidecar's provenance)
   from mjxgap.deploy.export import config_sha256
@@ -484,10 +510,13 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   chosen = checkpoint.steps(run)[-1]
   if args.select == "forward":  # the rule recomputed from the committed curve and selection
     kept = walk_cpu.RESULTS / args.name
-    held = json.loads((kept / "selection.json").read_text())["held_forward"]
-    chosen = min((p["iteration"] for p in json.loads((kept / "curve.json").read_text())
-                  if p["lin_vel_error_mps"] <= 0.2 and p["fall_rate"] <= 0.05),
-                 key=lambda i: held[str(i)]["lin_vel_error_mps"])
+    selection = json.loads((kept / "selection.json").read_text())
+    held, validation = selection["held_forward"], selection["validation"]
+    meets = lambda p: p["lin_vel_error_mps"] <= 0.2 and p["fall_rate"] <= 0.05
+    by_forward = sorted((str(p["iteration"]) for p in json.loads((kept / "curve.json").read_text())
+                         if meets(p)), key=lambda i: held[i]["lin_vel_error_mps"])
+    chosen = int(next((i for i in by_forward if meets(validation[i])), None)
+                 or min(by_forward, key=lambda i: validation[i]["fall_rate"]))
   assert chosen in checkpoint.steps(run)
   assert sidecar["checkpoint_iteration"] == chosen
   assert sidecar["training_config_sha256"] == config_sha256(load_config(run, validate=False))
