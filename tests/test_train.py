@@ -371,7 +371,8 @@ def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   # at a whole 20 ms step within the 1 s, stand's command (none: zeros); fall times and the
   # survivors' 50 steps add up to the mean episode length
   shoves = tmp_path / "shoves.json"
-  shoves.write_text(json.dumps({"push_velocity_mps": [2.5, 2.5], "push_interval_s": [0.1, 0.2]}))
+  shoves.write_text(json.dumps({"push_velocity_mps": [2.5, 2.5], "push_interval_s": [0.1, 0.2],
+                                "action_delay_ms": [10.0, 30.0]}))  # no effect on zero actions
   code, out, err = _cli(["eval", str(runs / "a"), "--episodes", "8", "--policy", "zero",
                          "--dr", str(shoves), "--falls"], capsys)
   assert code == 0, err
@@ -384,6 +385,17 @@ def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   steps = [f["time_s"] / 0.02 for f in falls]
   assert all(0 < s <= 50 and abs(s - round(s)) < 1e-6 for s in steps)
   assert all(f["command"] == [0, 0, 0] for f in falls)
+  # each episode's draws, from the file's ranges, and each fall's mid-rank among them by hand
+  draws = r["episode_draws"]
+  assert {"action_delay_ms", "obs_delay_ms"} <= set(draws) and {len(v) for v in draws.values()} == {8}
+  delays = draws["action_delay_ms"]
+  assert all(10.0 <= d <= 30.0 for d in delays) and len(set(delays)) > 1, delays
+  for f in falls:
+    for name, values in draws.items():
+      v = np.array(values)
+      x = v[f["episode"]]
+      assert f["draw_percentiles"][name] == pytest.approx(
+          (np.sum(v < x) + 0.5 * np.sum(v == x)) / 8, abs=1e-3), name
   assert sum(steps) + 50 * (8 - len(falls)) == pytest.approx(r["episode_length"] * 8)
   # the mean base velocity is per episode over its steps, then over episodes, as the errors
   # are: under stand's zero command the error is the speed itself, so (Jensen) the norm of the

@@ -98,10 +98,10 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
     # the command of each episode's last step (its first `done`)
     last = jnp.minimum(sums["length"].astype(jnp.int32), env.episode_steps) - 1
     end_command = steps["command"][last, jnp.arange(episodes)]
-    return sums, end_command, evaluators
+    return sums, end_command, evaluators, episode_draws(state.info["episode"])
 
-  sums, end_command, evaluators = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed),
-                                                                            weights))
+  sums, end_command, evaluators, draws = jax.tree.map(
+      np.asarray, jax.jit(run)(jax.random.PRNGKey(seed), weights))
   length = sums["length"]
   ret, fell, timed_out = sums["reward"], sums["fell"], sums["truncation"]
   lin, yaw = sums["lin_vel_error_mps"] / length, sums["yaw_rate_error_rad_s"] / length
@@ -132,14 +132,34 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       # `--command` it says whether the policy runs over or under what it is asked
       **mean_velocity,
       **({"falls": [{"episode": int(i), "time_s": round(float(length[i]) * env.dt, 3),
-                     "command": [round(float(c), 3) for c in end_command[i]]}
-                    for i in np.flatnonzero(fell > 0)]} if falls else {}),
+                     "command": [round(float(c), 3) for c in end_command[i]],
+                     # where its world lies among the episodes' (`percentile`): near 0 the lowest draw
+                     "draw_percentiles": {k: round(float(percentile(v, v[i])), 3)
+                                          for k, v in draws.items()}}
+                    for i in np.flatnonzero(fell > 0)],
+          # what each episode drew, so falls can be set against the randomization
+          "episode_draws": {k: [round(float(x), 5) for x in v] for k, v in draws.items()}}
+         if falls else {}),
       **({"adr_ranges": adr_ranges, "adr_boundary_evaluators": int(evaluators)}
          if adr_ranges else {}),
   }
 
 
 BASE_VELOCITY = ("forward_velocity_mps", "lateral_velocity_mps", "yaw_rate_rad_s")
+
+
+def episode_draws(episode) -> dict:
+  """Each episode's randomization as one number per parameter (vmapped `Episode`s): a physics
+  draw (the mean over its elements where it has several, e.g. per body) and the delays in ms."""
+  named = {**episode.draws, "action_delay_ms": episode.action_delay_ms,
+           "obs_delay_ms": episode.obs_delay_ms}
+  return {k: jnp.reshape(v, (v.shape[0], -1)).mean(axis=1) for k, v in named.items()}
+
+
+def percentile(values: np.ndarray, value: float) -> float:
+  """`value`'s mid-rank among `values` in [0, 1]: the share below it plus half the share equal
+  to it (ties, e.g. undrawn parameters, sit at 0.5)."""
+  return float(np.mean(values < value) + 0.5 * np.mean(values == value))
 
 
 def base_velocity(data) -> dict:
