@@ -15,8 +15,8 @@ Resumable: an interrupted training continues from its last checkpoint (`mjxgap t
 metrics and latest checkpoint into `results/<name>/run_latest.tar.gz` (committed, ~4-6 MB): on a
 fresh machine the same command unpacks it and resumes instead of starting again. `--lr-drop
 ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE (`SECONDSs:RATE`: after
-SECONDS of training; repeated, one drop after another); `--budget-s` shares one wall-clock budget between those calls (each gets
-what the metrics say is left). Target (issue 16): mean horizontal velocity-tracking error
+SECONDS of training; repeated, one drop after another); `--budget-s` shares one wall-clock
+budget between those calls (each gets what the metrics say is left). Target (issue 16): mean horizontal velocity-tracking error
 <= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
 
 The checkpoint reported and exported is the latest, or with `--select forward` one chosen on a
@@ -346,8 +346,8 @@ def parser() -> argparse.ArgumentParser:
                       "and stop, e.g. beside the training")
   p.add_argument("--select", choices=("latest", "forward"), default="latest",
                  help="the checkpoint to report and export: the latest, or (forward) of those "
-                      "meeting the target in the curve, the one tracking the forward play's "
-                      "command best in MJX")
+                      "meeting the target in the curve and in a validation on other episodes, "
+                      "the one tracking the forward play's command best in MJX")
   p.add_argument("--save-run", action="store_true",
                  help="pack the run's latest checkpoint (and the report's selected one) into "
                       "results/ (to commit) and stop")

@@ -387,7 +387,8 @@ def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   assert all(f["command"] == [0, 0, 0] for f in falls)
   # each episode's draws, from the file's ranges, and each fall's mid-rank among them by hand
   draws = r["episode_draws"]
-  assert {"action_delay_ms", "obs_delay_ms"} <= set(draws) and {len(v) for v in draws.values()} == {8}
+  assert {"action_delay_ms", "obs_delay_ms"} <= set(draws)
+  assert {len(v) for v in draws.values()} == {8}
   delays = draws["action_delay_ms"]
   assert all(10.0 <= d <= 30.0 for d in delays) and len(set(delays)) > 1, delays
   for f in falls:

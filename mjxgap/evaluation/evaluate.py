@@ -133,7 +133,8 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       **mean_velocity,
       **({"falls": [{"episode": int(i), "time_s": round(float(length[i]) * env.dt, 3),
                      "command": [round(float(c), 3) for c in end_command[i]],
-                     # where its world lies among the episodes' (`percentile`): near 0 the lowest draw
+                     # where its world lies among the episodes' (`percentile`): near 0 the
+                     # lowest draw
                      "draw_percentiles": {k: round(float(percentile(v, v[i])), 3)
                                           for k, v in draws.items()}}
                     for i in np.flatnonzero(fell > 0)],
