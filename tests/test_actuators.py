@@ -196,6 +196,31 @@ def test_net_actuator_in_a_randomized_delayed_rollout_from_the_cli(fitted, capsy
   assert net["mean_base_height_m"] == pytest.approx(pd["mean_base_height_m"], abs=0.02)
 
 
+def test_export_of_a_net_actuator_run_carries_the_network(fitted, tmp_path):
+  """A run trained with `--actuator net:DIR` exports the network's files byte for byte, and
+  `policy.json` names that copy (`net:actuator_net`), not the training machine's folder: the
+  gap's sim reference rebuilds the training env from the export alone, after DIR is gone."""
+  from conftest import SMALL_RUN, train_and_export
+  from mjxgap.gap.mjx import training_env
+
+  _, _, _, fitted_folder = fitted
+  net = tmp_path / "net"  # a copy this test may delete
+  net.mkdir()
+  for name in actuator_net.NET_FILES:
+    (net / name).write_bytes((fitted_folder / name).read_bytes())
+  _, out = train_and_export(tmp_path, [*SMALL_RUN, "--actuator", f"net:{net}"])
+  spec = json.loads((out / "policy.json").read_text())
+  assert spec["trained_with"]["actuator"] == "net:actuator_net"
+  assert spec["trained_with"]["actuator_files"] == "actuator_net"
+  for name in actuator_net.NET_FILES:
+    assert (out / "actuator_net" / name).read_bytes() == (net / name).read_bytes()
+    (net / name).unlink()
+  env = training_env(out, spec, 1.0)
+  weights = actuator_net.load_net(out / "actuator_net")[1]
+  assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)),
+                                   env.actuator.params, weights))
+
+
 # ------------------------------------------------------------------------------------------
 # torque actuation keeps MuJoCo's damping: DC motor without limits == MuJoCo's position actuator
 

@@ -424,13 +424,14 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
     assert exit_.value.code == 2
 
 
-def test_walk_cpu_selects_the_best_held_forward_of_the_validated(tmp_path, monkeypatch):
+def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(tmp_path,
+                                                                              monkeypatch):
   """`--select forward` by hand: of the checkpoints whose curve point meets the target (0.2 m/s,
-  5%), the least error under the held forward command among those that also meet it in a
-  validation at seed 1 (the final evaluation's episodes are seed 0's); validated best-forward
-  first and no further than the first to pass; each measurement once (cached across calls),
-  unscreened checkpoints never; the fewest validation falls when none passes; the latest when
-  none is screened, or with `--select latest`."""
+  5%), the VALIDATED with the least error under the held forward command are validated at seed 1
+  (the final evaluation's episodes are seed 0's), and of those meeting the target there the
+  fewest validation falls wins; if none does, the next in order up to the first that does; if
+  none, the fewest validation falls; each measurement once (cached across calls), unscreened
+  checkpoints never; the latest when none is screened, or with `--select latest`."""
   walk_cpu = _walk_cpu_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   kept = []  # what would be copied into experiments/results/
@@ -438,7 +439,7 @@ def test_walk_cpu_selects_the_best_held_forward_of_the_validated(tmp_path, monke
   point = lambda i, err, falls: {"iteration": i, "lin_vel_error_mps": err, "fall_rate": falls}
   curve = [point(200, 0.30, 0.0), point(400, 0.19, 0.0625), point(600, 0.20, 0.05),
            point(800, 0.15, 0.0), point(1000, 0.18, 0.03)]
-  held = {600: 0.09, 800: 0.12, 1000: 0.20}
+  held = {600: 0.09, 800: 0.12, 1000: 0.20}  # forward order: 600, 800, 1000
   validated = {600: (0.18, 0.07), 800: (0.19, 0.04), 1000: (0.15, 0.0)}  # (error, falls)
   calls = []
 
@@ -455,23 +456,30 @@ def test_walk_cpu_selects_the_best_held_forward_of_the_validated(tmp_path, monke
     error, falls = validated[step]
     return {"lin_vel_error_mps": error, "mean_forward_velocity_mps": 0.4, "fall_rate": falls}
 
+  def select(name: str, validated_count: int, points=curve) -> int:
+    monkeypatch.setattr(walk_cpu, "VALIDATED", validated_count)
+    args = walk_cpu.parser().parse_args(["--name", name, "--select", "forward"])
+    (tmp_path / name).mkdir(exist_ok=True)
+    chosen = walk_cpu._select(tmp_path / "run", tmp_path / name, points, args)
+    assert set(chosen["validation"]) <= set(chosen["candidates"]) == {
+        p["iteration"] for p in points if walk_cpu._reached(p)}
+    return chosen["iteration"]
+
   monkeypatch.setattr(walk_cpu, "mjxgap", fake)
-  args = walk_cpu.parser().parse_args(["--name", "t", "--select", "forward"])
-  chosen = walk_cpu._select(tmp_path / "run", tmp_path, curve, args)
-  assert chosen["iteration"] == 800  # 600 tracks forward best but fails its validation
+  assert select("t", 3) == 1000  # all three validated: 800 and 1000 pass, 1000 falls least
   assert sorted(calls) == [("held", 600), ("held", 800), ("held", 1000),
-                           ("validation", 600), ("validation", 800)]
-  assert set(chosen["candidates"]) == {600, 800, 1000} and set(chosen["validation"]) == {600, 800}
+                           ("validation", 600), ("validation", 800), ("validation", 1000)]
   calls.clear()
-  assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 800
-  assert calls == []  # cached in OUT/selection.json
+  assert select("t", 3) == 1000 and calls == []  # cached in OUT/selection.json
   assert set(kept) == {"t/selection.json"}
+  assert select("a", 2) == 800  # the best two validated: 600 fails, 800 passes; 1000 never
+  assert ("validation", 1000) not in calls
+  calls.clear()
+  assert select("b", 1) == 800 and calls[-1] == ("validation", 800)  # 600 fails: the next
   validated.update({800: (0.19, 0.06), 1000: (0.21, 0.055)})  # none passes: the fewest falls
-  args.name = "u"
-  (tmp_path / "u").mkdir()
-  assert walk_cpu._select(tmp_path / "run", tmp_path / "u", curve, args)["iteration"] == 1000
-  assert walk_cpu._select(tmp_path / "run", tmp_path, curve[:2], args)["iteration"] == 400
-  args.select = "latest"
+  assert select("u", 1) == 1000
+  assert select("v", 2, curve[:2]) == 400  # none screened: the latest
+  args = walk_cpu.parser().parse_args(["--name", "t", "--select", "latest"])
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 1000
 
 
@@ -515,8 +523,10 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
     meets = lambda p: p["lin_vel_error_mps"] <= 0.2 and p["fall_rate"] <= 0.05
     by_forward = sorted((str(p["iteration"]) for p in json.loads((kept / "curve.json").read_text())
                          if meets(p)), key=lambda i: held[i]["lin_vel_error_mps"])
-    chosen = int(next((i for i in by_forward if meets(validation[i])), None)
-                 or min(by_forward, key=lambda i: validation[i]["fall_rate"]))
+    # the best four validated, the fewest falls of those passing; else the first to pass after
+    passing = ([i for i in by_forward[:4] if meets(validation[i])]
+               or [i for i in by_forward[4:] if meets(validation[i])][:1])
+    chosen = int(sorted(passing or by_forward, key=lambda i: validation[i]["fall_rate"])[0])
   assert chosen in checkpoint.steps(run)
   assert sidecar["checkpoint_iteration"] == chosen
   assert sidecar["training_config_sha256"] == config_sha256(load_config(run, validate=False))

@@ -224,7 +224,9 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
                "note": "gait_phase = 2 pi frac(control_step * control_period_s * frequency_hz), "
                        "control_step counted from 0 at the policy's start"},
       "trained_with": {"randomization": _randomization_label(config.dr),
-                       "actuator": config.actuator,
+                       # a network by its copy in this folder, not the training machine's path
+                       "actuator": (f"net:{ACTUATOR_FOLDER}" if net_dir(config)
+                                    else config.actuator),
                        "action_delay_ms": list(dr.action_delay_ms),
                        "obs_delay_ms": list(dr.obs_delay_ms),
                        "delay_jitter_ms": dr.delay_jitter_ms,
