@@ -16,8 +16,8 @@ metrics and latest checkpoint into `results/<name>/run_latest.tar.gz` (committed
 fresh machine the same command unpacks it and resumes instead of starting again. `--lr-drop
 ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE (`SECONDSs:RATE`: after
 SECONDS of training; repeated, one drop after another); `--budget-s` shares one wall-clock
-budget between those calls (each gets what the metrics say is left). Target (issue 16): mean horizontal velocity-tracking error
-<= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
+budget between those calls (each gets what the metrics say is left). Target (issue 16): mean
+horizontal velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
 
 The checkpoint reported and exported is the latest, or with `--select forward` one chosen on a
 validation criterion measured in MJX (`_select`); the 256-episode evaluation and the native

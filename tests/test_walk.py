@@ -525,7 +525,7 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
                          if meets(p)), key=lambda i: held[i]["lin_vel_error_mps"])
     # the best four validated, the fewest falls of those passing; else the first to pass after
     passing = ([i for i in by_forward[:4] if meets(validation[i])]
-               or [i for i in by_forward[4:] if meets(validation[i])][:1])
+               or next(([i] for i in by_forward[4:] if meets(validation[i])), []))
     chosen = int(sorted(passing or by_forward, key=lambda i: validation[i]["fall_rate"])[0])
   assert chosen in checkpoint.steps(run)
   assert sidecar["checkpoint_iteration"] == chosen
