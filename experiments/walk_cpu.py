@@ -20,9 +20,9 @@ budget between those calls (each gets what the metrics say is left). Target (iss
 horizontal velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
 
 The checkpoint reported and exported is the latest, or with `--select forward` one chosen on a
-validation criterion measured in MJX (`_select`); the 256-episode evaluation and the native
-plays then test it. `--phase curve` evaluates the checkpoints kept so far and stops: run beside
-the training, it leaves the report little to do.
+validation criterion measured in MJX (`_select`; `--select native` adds a gate in native
+MuJoCo); the 256-episode evaluation then tests it. `--phase curve` evaluates the checkpoints
+kept so far and stops: run beside the training, it leaves the report little to do.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ TARGET_DR = "nominal_dr"  # what every evaluation runs under, whatever the train
 # from the default pose shows a behaviour, the evaluation how often it holds
 PLAYS = {"forward": "0.5,0,0", "backward": "-0.5,0,0", "sideways": "0,0.3,0",
          "sideways_right": "0,-0.3,0", "turn": "0,0,0.8", "forward_turn": "0.8,0,0.5"}
+FORWARD_BAND_M = (8.0, 12.0)  # the forward play's 20 s at 0.5 m/s: 10 m +-20% (issue 16)
 
 
 SELECT_EPISODES = 32  # per candidate checkpoint of `--select forward`
@@ -166,25 +167,45 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
   fewest validation falls is chosen (a tie: the better forward). A screen of 64 cannot tell 3%
   falls from 6%, and taking the first to pass its validation took the luckiest. If none of the
   VALIDATED passes, the next candidates are validated in order up to the first that passes; if
-  none, the fewest validation falls. Cached in OUT/selection.json. A choice made in MJX: the
-  final evaluation (its own episodes) and the native plays test it; neither chooses it."""
+  none, the fewest validation falls. `--select native`: as forward, then the checkpoints that
+  passed are exported and played in native MuJoCo (the report's six plays, 20 s each) in order
+  of their validation falls, and the first to pass all six (`_play_passes`) is chosen; if
+  none, the one passing the most (a sim-to-sim gate before the robot: the native plays then confirm the
+  choice rather than test it; the final evaluation's 256 episodes still test it). Cached in
+  OUT/selection.json."""
   latest = curve[-1]["iteration"]
   if args.select == "latest":
     return {"rule": "latest", "iteration": latest}
   path, kept = out / "selection.json", RESULTS / args.name / "selection.json"
   cached = [json.loads(f.read_text()) for f in (kept, path) if f.exists()]
-  held, validation = ({int(k): v for c in cached for k, v in c.get(key, {}).items()}
-                      for key in ("held_forward", "validation"))
+  held, validation, native = ({int(k): v for c in cached for k, v in c.get(key, {}).items()}
+                              for key in ("held_forward", "validation", "native_plays"))
+
+  def save() -> None:
+    path.write_text(json.dumps({"held_forward": held, "validation": validation,
+                                **({"native_plays": native} if native else {})}, indent=1) + "\n")
+    keep(path, f"{args.name}/selection.json")
 
   def measure(table: dict, step: int, *argv: str) -> dict:
     if step not in table:
       r = mjxgap("eval", str(run), "--step", str(step), *argv)
       table[step] = {k: r[k] for k in ("lin_vel_error_mps", "mean_forward_velocity_mps",
                                        "fall_rate")}
-      path.write_text(json.dumps({"held_forward": held, "validation": validation}, indent=1)
-                      + "\n")
-      keep(path, f"{args.name}/selection.json")
+      save()
     return table[step]
+
+  def played(step: int) -> list[bool]:  # whether the export passes each native play
+    if step not in native:
+      policy = out / "native_screen"
+      shutil.rmtree(policy, ignore_errors=True)
+      mjxgap("export", str(run), "--step", str(step), "--out", str(policy))
+      native[step] = {name: {k: r[k] for k in ("fell", "distance_m")}
+                      for name, command in PLAYS.items()
+                      for r in [mjxgap("play", str(policy), "--command", command,
+                                       "--seconds", "20")]}
+      shutil.rmtree(policy)
+      save()
+    return [_play_passes(name, r) for name, r in native[step].items()]
 
   candidates = [p["iteration"] for p in curve if _reached(p)]
   by_forward = sorted(candidates, key=lambda c: measure(
@@ -199,15 +220,29 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
              or next(([c] for c in by_forward[VALIDATED:] if passes(c)), []))
   fewest_falls = lambda c: validation[c]["fall_rate"]  # min keeps the first of a tie
   best = min(passing or by_forward, key=fewest_falls, default=latest)
-  return {"rule": f"forward: of the checkpoints whose curve point meets the target, the "
-                  f"{VALIDATED} with the least error under {PLAYS['forward']} held (MJX, "
-                  f"{SELECT_EPISODES} episodes, no randomization) validated over "
-                  f"{args.episodes} episodes at seed {VALIDATION_SEED}; of those meeting the "
-                  "target there, the fewest validation falls; if none, the next in order up to "
-                  "the first that meets it; if none, the fewest validation falls; the latest if "
-                  "none is screened",
-          "iteration": best, "candidates": {c: held[c] for c in candidates},
-          "validation": {c: validation[c] for c in by_forward if c in validation}}
+  rule = (f"forward: of the checkpoints whose curve point meets the target, the {VALIDATED} "
+          f"with the least error under {PLAYS['forward']} held (MJX, {SELECT_EPISODES} "
+          f"episodes, no randomization) validated over {args.episodes} episodes at seed "
+          f"{VALIDATION_SEED}; of those meeting the target there, the fewest validation falls; "
+          "if none, the next in order up to the first that meets it; if none, the fewest "
+          "validation falls; the latest if none is screened")
+  if args.select == "native" and passing:
+    ranked = sorted(passing, key=fewest_falls)  # sorted keeps the forward order of a tie
+    best = next((c for c in ranked if all(played(c))), None) or max(
+        ranked, key=lambda c: sum(played(c)))
+    rule = ("native: " + rule.removeprefix("forward: ") + "; then of those meeting the target, "
+            "in order of validation falls, the first whose export passes all six native plays "
+            f"(20 s: none falls, forward covers {FORWARD_BAND_M[0]:g}-{FORWARD_BAND_M[1]:g} m); "
+            "if none, the one passing the most")
+  return {"rule": rule, "iteration": best, "candidates": {c: held[c] for c in candidates},
+          "validation": {c: validation[c] for c in by_forward if c in validation},
+          **({"native_plays": {c: native[c] for c in sorted(native)}} if native else {})}
+
+
+def _play_passes(name: str, play: dict) -> bool:
+  """Issue 16's native criterion for one 20 s play: no fall; forward also 10 m +-20%."""
+  low, high = FORWARD_BAND_M
+  return not play["fell"] and (name != "forward" or low <= play["distance_m"] <= high)
 
 
 def _reached(p: dict) -> bool:
@@ -353,11 +388,12 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--phase", choices=("train", "curve", "report", "all"), default="all",
                  help="curve: evaluate the checkpoints kept so far (and --select's candidates) "
                       "and stop, e.g. beside the training")
-  p.add_argument("--select", choices=("latest", "forward"), default="latest",
+  p.add_argument("--select", choices=("latest", "forward", "native"), default="latest",
                  help="the checkpoint to report and export: the latest, or (forward) of the "
                       "few meeting the target in the curve that track the forward play's "
                       "command best in MJX, the one with the fewest falls in a validation on "
-                      "other episodes")
+                      "other episodes, or (native) of those passing the validation, the first "
+                      "to pass all six native plays (no fall; forward 8-12 m)")
   p.add_argument("--save-run", action="store_true",
                  help="pack the run's latest checkpoint (and the report's selected one) into "
                       "results/ (to commit) and stop")

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -307,6 +308,13 @@ def test_clean_sensing_episodes(builtin_robot):
     ({"joint_group_delay_ms": [["arm_*", 0, 4]]}, "matches no actuated joint"),
     ({"params": [{"name": "m", "kind": "kp", "low": "a", "high": 1}]}, "must be a number"),
     ({"base": "huge"}, "base must be a preset"),
+    ({"base": "nominal_dr", "params_override": [{"name": "floor_friction", "low": 0.3}]},
+     "params_override[0]: no parameter named 'floor_friction'"),
+    ({"base": "nominal_dr", "params_override": [{"name": "kp", "lo": 0.3}]},
+     "params_override[0]: unknown field 'lo'"),
+    ({"base": "nominal_dr", "params_override": [{"name": "kp", "low": 1.2}]},
+     "params_override[0]: randomization parameter 'kp': low 1.2 > high"),
+    ({"base": "nominal_dr", "params_override": {"name": "kp"}}, "params_override must be a list"),
 ])
 def test_bad_randomization_file_one_line_exit_2(tmp_path, capsys, spec, needle):
   path = tmp_path / "dr.json"
@@ -331,6 +339,30 @@ def test_randomization_file_on_a_preset_base(tmp_path):
   assert dr.obs_noise == ref.obs_noise
   path.write_text(json.dumps({"base": "nominal_dr", "params": []}))
   assert load_spec(str(path)).params == () and load_spec(str(path)).pushes
+
+
+def test_randomization_file_overrides_single_parameters_by_name(tmp_path):
+  """`params_override` changes the named fields of the named parameters; the rest of the
+  preset's list is kept as it is, in its order."""
+  from mjxgap.sim.randomization import ParamSpec
+  from mjxgap.sim.spec_file import load_spec, preset
+
+  path = tmp_path / "dr.json"
+  path.write_text(json.dumps({"base": "nominal_dr", "params_override": [
+      {"name": "friction", "low": 0.3},
+      {"name": "kp", "low": 0.8, "high": 1.2, "targets": ["*knee*"]}]}))
+  dr, ref = load_spec(str(path)), preset("nominal_dr")
+  expected = {"friction": ParamSpec("friction", "friction", 0.3, 1.0, operation="set"),
+              "kp": ParamSpec("kp", "kp", 0.8, 1.2, targets=("*knee*",))}
+  assert [p.name for p in dr.params] == [p.name for p in ref.params]
+  for new, old in zip(dr.params, ref.params):
+    assert new == expected.get(old.name, old), old.name
+  assert dataclasses.replace(dr, params=ref.params) == ref
+  # the committed training file is nominal_dr with friction from 0.3 and a quarter clean
+  fric03 = load_spec(str(pathlib.Path(__file__).parents[1] / "experiments" / "dr"
+                         / "nominal_dr_clean_quarter_friction03.json"))
+  assert fric03 == dataclasses.replace(ref, clean_sensing_prob=0.25, params=(
+      expected["friction"], *ref.params[1:]))
 
 
 def _level(low, high, boundary_prob):

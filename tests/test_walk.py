@@ -483,6 +483,60 @@ def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(t
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 1000
 
 
+def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, monkeypatch):
+  """`--select native` by hand: `--select forward`'s validation, then of the checkpoints that
+  pass it, in order of validation falls, the first whose export passes all six native plays
+  (none falls; forward 0.5 m/s covers 8-12 m in 20 s); if none, the one passing the most; each
+  checkpoint exported and played once (cached)."""
+  walk_cpu = _walk_cpu_module()
+  monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(walk_cpu, "keep", lambda path, name: None)
+  monkeypatch.setattr(walk_cpu, "VALIDATED", 3)
+  curve = [{"iteration": i, "lin_vel_error_mps": 0.15, "fall_rate": 0.0} for i in (2, 4, 6, 8)]
+  held = {2: 0.09, 4: 0.10, 6: 0.11, 8: 0.30}  # 8 is not among the best three: never played
+  falls = {2: 0.04, 4: 0.02, 6: 0.03}  # validation: all pass; order of falls 4, 6, 2
+  fell = {2: set(), 4: {"0,-0.3,0"}, 6: set()}  # 4 falls sideways right natively
+  forward_m = {2: 10.0, 4: 10.0, 6: 11.9}  # the forward play's distance in 20 s
+  played, exported = [], []
+
+  def fake(command, *argv, env=None):
+    if command == "export":
+      exported.append(int(argv[argv.index("--step") + 1]))
+      pathlib.Path(argv[argv.index("--out") + 1]).mkdir()
+      return {}
+    if command == "play":
+      assert pathlib.Path(argv[0]).is_dir() and argv[argv.index("--seconds") + 1] == "20"
+      played.append((exported[-1], argv[argv.index("--command") + 1]))
+      command = argv[argv.index("--command") + 1]
+      return {"fell": command in fell[exported[-1]],
+              "distance_m": forward_m[exported[-1]] if command == "0.5,0,0" else 3.0}
+    step = int(argv[argv.index("--step") + 1])
+    if "--command" in argv:
+      return {"lin_vel_error_mps": held[step], "mean_forward_velocity_mps": 0.5, "fall_rate": 0}
+    return {"lin_vel_error_mps": 0.15, "mean_forward_velocity_mps": 0.4, "fall_rate": falls[step]}
+
+  monkeypatch.setattr(walk_cpu, "mjxgap", fake)
+
+  def select(name: str, rule: str = "native") -> dict:
+    args = walk_cpu.parser().parse_args(["--name", name, "--select", rule])
+    (tmp_path / name).mkdir(exist_ok=True)
+    return walk_cpu._select(tmp_path / "run", tmp_path / name, curve, args)
+
+  assert select("t", "forward")["iteration"] == 4 and played == []  # forward: fewest falls
+  chosen = select("t")
+  assert chosen["iteration"] == 6 and exported == [4, 6]  # 4 falls natively: the next, 6
+  assert sorted(played) == sorted((s, c) for s in (4, 6) for c in walk_cpu.PLAYS.values())
+  assert chosen["native_plays"][4]["sideways_right"] == {"fell": True, "distance_m": 3.0}
+  assert chosen["rule"].startswith("native:")
+  assert select("t")["iteration"] == 6 and exported == [4, 6]  # cached in OUT/selection.json
+  fell.update({2: {"0,0,0.8", "0,0.3,0"}, 6: {"0,0,0.8"}})  # none stays up in all six
+  assert select("u")["iteration"] == 4 and exported == [4, 6, 4, 6, 2]  # passes five of six
+  fell.update({2: set(), 6: set()})
+  forward_m.update({6: 12.1})  # 6 stays up but walks over 12 m forward: 2 passes all six
+  assert select("w")["iteration"] == 2 and exported[-3:] == [4, 6, 2]
+  assert not (tmp_path / "w" / "native_screen").exists()
+
+
 def test_walking_recipe_file_is_its_committed_run(tmp_path):
   """`experiments/walk_builtin.args` (the README's walking command) parsed by walk_cpu.py's own
   command line gives exactly the committed run it names: its task overrides and symmetry
@@ -516,7 +570,7 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   assert walk_cpu._adopted() == args.name
   sidecar = json.loads((walk_cpu.RESULTS / "policies/walk_builtin/policy.json").read_text())
   chosen = checkpoint.steps(run)[-1]
-  if args.select == "forward":  # the rule recomputed from the committed curve and selection
+  if args.select in ("forward", "native"):  # the rule recomputed from the committed files
     kept = walk_cpu.RESULTS / args.name
     selection = json.loads((kept / "selection.json").read_text())
     held, validation = selection["held_forward"], selection["validation"]
@@ -526,7 +580,13 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
     # the best four validated, the fewest falls of those passing; else the first to pass after
     passing = ([i for i in by_forward[:4] if meets(validation[i])]
                or next(([i] for i in by_forward[4:] if meets(validation[i])), []))
-    chosen = int(sorted(passing or by_forward, key=lambda i: validation[i]["fall_rate"])[0])
+    ranked = sorted(passing or by_forward, key=lambda i: validation[i]["fall_rate"])
+    chosen = int(ranked[0])
+  if args.select == "native" and passing:  # ...then the first to stay up natively
+    passes = lambda i: [not p["fell"] and (name != "forward" or 8 <= p["distance_m"] <= 12)
+                        for name, p in selection["native_plays"][i].items()]
+    chosen = int(next((i for i in ranked if all(passes(i))),
+                      max(ranked, key=lambda i: sum(passes(i)))))
   assert chosen in checkpoint.steps(run)
   assert sidecar["checkpoint_iteration"] == chosen
   assert sidecar["training_config_sha256"] == config_sha256(load_config(run, validate=False))

@@ -1,8 +1,9 @@
 """Randomization specs by name: a preset, or a JSON file of `DomainRandomization` fields.
 
 The file format is the spec's own fields (`params` a list of `ParamSpec` objects), optionally
-on top of a preset (`"base"`) and with an `adr` section (`adr_binding.with_adr`); loading checks
-every field and names the file and field of the first problem.
+on top of a preset (`"base"`), with `params_override` changing single parameters by name, and
+with an `adr` section (`adr_binding.with_adr`); loading checks every field and names the file
+and field of the first problem.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def preset(name: str) -> DomainRandomization:
 def load_spec(path: str) -> DomainRandomization:
   """Reads a JSON object of `DomainRandomization` fields; `params` is a list of
   {"name", "kind", "low", "high", ...} objects. `"base": "<preset>"` starts from that preset
-  (the file's fields replace the preset's; `params`, if given, replaces all of them). Checks
-  every field."""
+  (the file's fields replace the preset's; `params`, if given, replaces all of them).
+  `"params_override": [{"name": ..., <fields to change>}]` changes single parameters of the
+  resulting list by name, the rest kept as they are. Checks every field."""
   try:
     with open(path) as f:
       raw = json.load(f)
@@ -47,6 +49,7 @@ def from_dict(raw: dict, path: str) -> DomainRandomization:
     raise UserError(f"randomization file {path}: expected a JSON object")
   raw = dict(raw)
   adr_section = raw.pop("adr", None)
+  overrides = raw.pop("params_override", [])
   base = raw.pop("base", "none")
   if base not in PRESETS:
     raise UserError(f"randomization file {path}: base must be a preset ({', '.join(PRESETS)}), "
@@ -85,6 +88,9 @@ def from_dict(raw: dict, path: str) -> DomainRandomization:
     raise UserError(f"randomization file {path}: params must be a list")
   if "params" in raw or base == "none":
     kwargs["params"] = _load_params(path, params)
+  if overrides:
+    kwargs["params"] = _override_params(
+        path, overrides, kwargs.get("params", PRESETS[base]().params))
   try:
     dr = dataclasses.replace(PRESETS[base](), **kwargs)
     dr.validate()
@@ -107,15 +113,46 @@ def _load_params(path: str, raw: list) -> tuple[ParamSpec, ...]:
     if missing or unknown:
       raise UserError(f"{where}: " + (f"missing field {missing[0]!r}" if missing
                                       else f"unknown field {unknown[0]!r}"))
-    for key in ("low", "high"):
-      if not is_number(item[key]):
-        raise UserError(f"{where}: field {key!r} must be a number, got {item[key]!r}")
-    targets = item.get("targets", ["*"])
-    if isinstance(targets, str) or not all(isinstance(t, str) for t in targets):
-      raise UserError(f"{where}: field 'targets' must be a list of name patterns")
-    out.append(ParamSpec(**{**item, "targets": tuple(targets)}))
+    out.append(ParamSpec(**_checked_fields(where, item)))
   for spec in out:
     check_param(spec)
+  return tuple(out)
+
+
+def _checked_fields(where: str, item: dict) -> dict:
+  """`item`'s ParamSpec fields, numbers and target patterns checked (targets as a tuple)."""
+  for key in ("low", "high"):
+    if key in item and not is_number(item[key]):
+      raise UserError(f"{where}: field {key!r} must be a number, got {item[key]!r}")
+  targets = item.get("targets", ["*"])
+  if isinstance(targets, str) or not all(isinstance(t, str) for t in targets):
+    raise UserError(f"{where}: field 'targets' must be a list of name patterns")
+  return {**item, "targets": tuple(targets)} if "targets" in item else dict(item)
+
+
+def _override_params(path: str, raw, params: tuple[ParamSpec, ...]) -> tuple[ParamSpec, ...]:
+  """`params` with the fields each object of `raw` names replaced in the parameter it names."""
+  if not isinstance(raw, list):
+    raise UserError(f"randomization file {path}: params_override must be a list of objects")
+  fields = {f.name for f in dataclasses.fields(ParamSpec)}
+  out = list(params)
+  names = [p.name for p in out]
+  for i, item in enumerate(raw):
+    where = f"randomization file {path}, params_override[{i}]"
+    if not isinstance(item, dict) or "name" not in item:
+      raise UserError(f"{where}: expected an object with a 'name'")
+    if item["name"] not in names:
+      raise UserError(f"{where}: no parameter named {item['name']!r}; the parameters are: "
+                      f"{', '.join(names) or 'none'}")
+    unknown = sorted(set(item) - fields)
+    if unknown:
+      raise UserError(f"{where}: unknown field {unknown[0]!r}")
+    j = names.index(item["name"])
+    out[j] = dataclasses.replace(out[j], **_checked_fields(where, item))
+    try:
+      check_param(out[j])
+    except UserError as e:
+      raise UserError(f"{where}: {e}") from None
   return tuple(out)
 
 
