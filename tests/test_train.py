@@ -4,6 +4,7 @@ The runs share one small config (the `smoke` preset at 8 envs) so the training i
 compiles once per session (and comes from the persistent cache after that).
 """
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -305,6 +306,32 @@ def test_fingerprints_follow_contents_not_names(tmp_path):
   assert edited["actuator"] != first["actuator"] and edited["dr"] != first["dr"]
   assert fingerprints(TrainConfig(dr="wide", actuator="dcmotor")) == {"dr": "wide",
                                                                       "actuator": "dcmotor"}
+
+
+def test_a_randomization_file_is_identified_by_the_spec_it_parses_to(tmp_path):
+  """A file rewritten to the same randomization (nominal_dr's kp range restated through
+  `params_override`) is the same input; one range changed is not. A checkpoint from before
+  (its file's bytes hashed) still resumes with that very file, and only with it."""
+  from mjxgap.errors import UserError
+  from mjxgap.runs.config import PRESETS
+  from mjxgap.runs.resume import _sha256, check_resumable, fingerprints
+
+  files = {"plain": {"base": "nominal_dr"},
+           "restated": {"base": "nominal_dr", "params_override": [{"name": "kp", "low": 0.9}]},
+           "edited": {"base": "nominal_dr", "params_override": [{"name": "kp", "low": 0.8}]}}
+  config = {}
+  for name, spec in files.items():
+    (tmp_path / f"{name}.json").write_text(json.dumps(spec))
+    config[name] = dataclasses.replace(PRESETS["smoke"], dr=str(tmp_path / f"{name}.json"))
+  dr = {name: fingerprints(c)["dr"] for name, c in config.items()}
+  assert dr["plain"] == dr["restated"] != dr["edited"] and dr["plain"].startswith("spec:sha256:")
+  check_resumable(config["plain"], config["restated"], tmp_path, fingerprints(config["plain"]))
+  with pytest.raises(UserError, match="dr was .*plain.json', now .*edited.json' .compared by"):
+    check_resumable(config["plain"], config["edited"], tmp_path, fingerprints(config["plain"]))
+  legacy = {**fingerprints(config["plain"]), "dr": _sha256([tmp_path / "plain.json"])}
+  check_resumable(config["plain"], config["plain"], tmp_path, legacy)
+  with pytest.raises(UserError, match="compared by contents"):
+    check_resumable(config["plain"], config["restated"], tmp_path, legacy)
 
 
 def test_checkpoint_errors_one_line_exit_2(runs, tmp_path, capsys):

@@ -8,6 +8,7 @@ saved state or its counters could not continue.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -15,6 +16,7 @@ import pathlib
 from mjxgap.errors import UserError
 from mjxgap.runs import factory
 from mjxgap.runs.config import TrainConfig, from_dict
+from mjxgap.sim import spec_file
 from mjxgap.sim.actuators.net import NET_FILES
 
 # Fields a resumed run cannot change: they define the env, the shapes of the saved state, what
@@ -58,13 +60,22 @@ def _sha256(paths: list[pathlib.Path]) -> str:
   return "sha256:" + h.hexdigest()
 
 
+def _spec_sha256(dr_file: pathlib.Path) -> str:
+  """The randomization a file stands for (its parsed spec, base preset included), not its text:
+  a file rewritten to the same spec (e.g. with `params_override`) is the same input."""
+  spec = dataclasses.asdict(spec_file.load_spec(str(dr_file)))
+  text = json.dumps(spec, sort_keys=True).encode()
+  return "spec:sha256:" + hashlib.sha256(text).hexdigest()
+
+
 def fingerprints(config: TrainConfig) -> dict[str, str]:
   """What `dr` and `actuator` stand for: a preset or option string as is; a randomization file
-  or an actuator network folder by the SHA-256 of its contents, so a moved copy is the same
-  input and an edited file is not. Stored in every checkpoint's metadata."""
+  by the SHA-256 of the spec it parses to, an actuator network folder by that of its files'
+  contents, so a moved copy is the same input and an edited one is not. Stored in every
+  checkpoint's metadata."""
   dr_file = factory.randomization_file(config.dr)
   net_dir = factory.parse_actuator(config.actuator).net_dir
-  return {"dr": config.dr if dr_file is None else _sha256([dr_file]),
+  return {"dr": config.dr if dr_file is None else _spec_sha256(dr_file),
           "actuator": config.actuator if net_dir is None else
           "net:" + _sha256([net_dir / name for name in NET_FILES])}
 
@@ -81,6 +92,9 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
     if json.dumps(a, sort_keys=True, default=list) != json.dumps(b, sort_keys=True, default=list):
       refuse(field, a, b)
   now = fingerprints(requested)
+  dr_file = factory.randomization_file(requested.dr)
+  if dr_file is not None and saved_inputs.get("dr") == _sha256([dr_file]):
+    now["dr"] = saved_inputs["dr"]  # a checkpoint from before 2026-12-02: the file's bytes
   for field in ("dr", "actuator"):
     if saved_inputs.get(field) != now[field]:
       a, b = getattr(saved, field), getattr(requested, field)
