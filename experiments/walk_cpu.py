@@ -170,9 +170,9 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
   none, the fewest validation falls. `--select native`: as forward, then the checkpoints that
   passed are exported and played in native MuJoCo (the report's six plays, 20 s each) in order
   of their validation falls, and the first to pass all six (`_play_passes`) is chosen; if
-  none, the one passing the most (a sim-to-sim gate before the robot: the native plays then confirm the
-  choice rather than test it; the final evaluation's 256 episodes still test it). Cached in
-  OUT/selection.json."""
+  none, the one passing the most (a sim-to-sim gate before the robot: the native plays then
+  confirm the choice rather than test it; the final evaluation's 256 episodes still test it).
+  Cached in OUT/selection.json."""
   latest = curve[-1]["iteration"]
   if args.select == "latest":
     return {"rule": "latest", "iteration": latest}
