@@ -355,6 +355,34 @@ def test_training_command_resample_sets_the_interval_in_training_only():
     task_config("walk", {"training_command_resample_s": -1.0})
 
 
+def test_training_command_ranges_widen_training_draws_only():
+  """`training_command_ranges` (a training aid): training draws uniformly over them (each axis's
+  min, max and mean against the uniform law's, within 4 sigma of the mean), evaluation's config
+  over the task's own ranges; ranges that do not contain the task's are refused in one line
+  (training may ask for more than the task, never for less)."""
+  from mjxgap.env.commands import Commands
+  from mjxgap.errors import UserError
+  from mjxgap.runs.config import TrainConfig, apply_overrides
+  from mjxgap.runs.factory import task_config, without_training_aids
+
+  walk_ranges = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8))  # the walk task's (issue 16's)
+  wide = ((-0.5, 1.0), (-0.5, 0.5), (-1.2, 1.2))
+  run = apply_overrides(TrainConfig(task="walk"), [
+      "task.training_command_ranges=(-0.5,1.0),(-0.5,0.5),(-1.2,1.2)"])
+  keys = jax.random.split(jax.random.PRNGKey(5), 8192)
+  for config, ranges in ((run, wide), (without_training_aids(run), walk_ranges)):
+    cmd = np.asarray(jax.vmap(Commands(task_config("walk", config.task_overrides)).sample)(keys))
+    cmd = cmd[np.any(cmd != 0, axis=1)]  # the task's zero commands
+    for a, (lo, hi) in enumerate(ranges):
+      assert lo <= cmd[:, a].min() < lo + 0.01 * (hi - lo)
+      assert hi - 0.01 * (hi - lo) < cmd[:, a].max() <= hi
+      assert abs(cmd[:, a].mean() - (lo + hi) / 2) < 4 * (hi - lo) / np.sqrt(12 * len(cmd))
+  for bad in (((-0.5, 1.0), (-0.2, 0.5), (-1.2, 1.2)), ((-0.5, 1.0), (-0.5, 0.5)),
+              ((-0.5, 1.0), (-0.5, 0.5), (-1.2, float("inf")))):
+    with pytest.raises(UserError, match="training_command_ranges must be three finite"):
+      task_config("walk", {"training_command_ranges": bad})
+
+
 def test_yaw_tracking_kernel_defaults_to_the_linear_one():
   """`yaw_tracking_sigma` 0 (the default) keeps `tracking_ang_vel` in `tracking_sigma`'s
   kernel, so runs from before the field train as they did; set, it is the yaw kernel alone

@@ -1,8 +1,9 @@
 """Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (in
-their outer halves with probability `outer_command_prob`, then one axis only with probability
-`single_axis_command_prob`, the axis drawn with odds `single_axis_weights`, all zero with
-probability `zero_command_prob`), resampled every `command_resample_s` (in training every
-`training_command_resample_s` where that is set)."""
+training its `training_command_ranges` where set; in their outer halves with probability
+`outer_command_prob`, then one axis only with probability `single_axis_command_prob`, the axis
+drawn with odds `single_axis_weights`, all zero with probability `zero_command_prob`),
+resampled every `command_resample_s` (in training every `training_command_resample_s` where
+that is set)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ class Commands:
   """The command sampler of one task (`TaskConfig`)."""
 
   def __init__(self, config):
-    self._low = jnp.asarray([r[0] for r in config.command_ranges], jnp.float32)
-    self._high = jnp.asarray([r[1] for r in config.command_ranges], jnp.float32)
+    ranges = config.training_command_ranges or config.command_ranges
+    self._low = jnp.asarray([r[0] for r in ranges], jnp.float32)
+    self._high = jnp.asarray([r[1] for r in ranges], jnp.float32)
     self._zero_prob = config.zero_command_prob
     self._single_axis_prob = config.single_axis_command_prob
     w = config.single_axis_weights

@@ -20,7 +20,7 @@ CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
 # distribution, at the robot's own physics step.
 TRAINING_AIDS = {"single_axis_command_prob": 0.0, "single_axis_weights": (1.0, 1.0, 1.0),
                  "outer_command_prob": 0.0, "training_physics_step_s": 0.0,
-                 "training_command_resample_s": 0.0}
+                 "training_command_resample_s": 0.0, "training_command_ranges": ()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +50,10 @@ class TaskConfig:
   # `command_resample_s` (0: that one): longer holds show the policy what one command does past
   # `command_resample_s`, as a robot driven by an operator holds it; evaluation keeps the task's
   training_command_resample_s: float = 0.0
+  # a training aid: the command ranges of training, in place of `command_ranges` (empty: those).
+  # They must contain the task's ranges: training may ask for more (a lateral or turning speed
+  # that standing still cannot half-earn) but evaluation always draws from the task's own
+  training_command_ranges: tuple[tuple[float, float], ...] = ()
   zero_command_prob: float = 0.0
   # a training aid (`TRAINING_AIDS`): with this probability a command keeps one of its three
   # axes (drawn by `single_axis_weights`) and zeroes the others -- pure forward, sideways or
@@ -138,6 +142,12 @@ class TaskConfig:
         np.isfinite(lo) and np.isfinite(hi) and lo <= hi for lo, hi in self.command_ranges):
       raise UserError(f"task {self.name}: command_ranges must be three finite (low, high) pairs "
                       f"with low <= high, got {self.command_ranges}")
+    wide = self.training_command_ranges
+    if wide and not (len(wide) == 3 and all(
+        np.isfinite(lo) and np.isfinite(hi) and lo <= task_lo and hi >= task_hi
+        for (lo, hi), (task_lo, task_hi) in zip(wide, self.command_ranges))):
+      raise UserError(f"task {self.name}: training_command_ranges must be three finite (low, "
+                      f"high) pairs containing command_ranges {self.command_ranges}, got {wide}")
     for t in self.actor_obs + self.critic_obs + tuple(self.actor_estimates):
       if t not in obs_lib.OBSERVATION_TERMS:
         raise UserError(f"task {self.name}: unknown observation term {t!r}; known: "
