@@ -102,17 +102,14 @@ def from_dict(raw: dict, path: str) -> DomainRandomization:
 
 
 def _load_params(path: str, raw: list) -> tuple[ParamSpec, ...]:
-  fields = {f.name for f in dataclasses.fields(ParamSpec)}
   out = []
   for i, item in enumerate(raw):
     where = f"randomization file {path}, params[{i}]"
     if not isinstance(item, dict):
       raise UserError(f"{where}: expected an object")
     missing = sorted({"name", "kind", "low", "high"} - set(item))
-    unknown = sorted(set(item) - fields)
-    if missing or unknown:
-      raise UserError(f"{where}: " + (f"missing field {missing[0]!r}" if missing
-                                      else f"unknown field {unknown[0]!r}"))
+    if missing:
+      raise UserError(f"{where}: missing field {missing[0]!r}")
     out.append(ParamSpec(**_checked_fields(where, item)))
   for spec in out:
     check_param(spec)
@@ -120,7 +117,11 @@ def _load_params(path: str, raw: list) -> tuple[ParamSpec, ...]:
 
 
 def _checked_fields(where: str, item: dict) -> dict:
-  """`item`'s ParamSpec fields, numbers and target patterns checked (targets as a tuple)."""
+  """`item`'s ParamSpec fields, names, numbers and target patterns checked (targets as a
+  tuple)."""
+  unknown = sorted(set(item) - {f.name for f in dataclasses.fields(ParamSpec)})
+  if unknown:
+    raise UserError(f"{where}: unknown field {unknown[0]!r}")
   for key in ("low", "high"):
     if key in item and not is_number(item[key]):
       raise UserError(f"{where}: field {key!r} must be a number, got {item[key]!r}")
@@ -134,7 +135,6 @@ def _override_params(path: str, raw, params: tuple[ParamSpec, ...]) -> tuple[Par
   """`params` with the fields each object of `raw` names replaced in the parameter it names."""
   if not isinstance(raw, list):
     raise UserError(f"randomization file {path}: params_override must be a list of objects")
-  fields = {f.name for f in dataclasses.fields(ParamSpec)}
   out = list(params)
   names = [p.name for p in out]
   for i, item in enumerate(raw):
@@ -144,9 +144,6 @@ def _override_params(path: str, raw, params: tuple[ParamSpec, ...]) -> tuple[Par
     if item["name"] not in names:
       raise UserError(f"{where}: no parameter named {item['name']!r}; the parameters are: "
                       f"{', '.join(names) or 'none'}")
-    unknown = sorted(set(item) - fields)
-    if unknown:
-      raise UserError(f"{where}: unknown field {unknown[0]!r}")
     j = names.index(item["name"])
     out[j] = dataclasses.replace(out[j], **_checked_fields(where, item))
     try:
