@@ -310,7 +310,8 @@ def test_eval_fixed_command_holds_one_command_all_episode():
 
   run = TrainConfig(task="walk", task_overrides={"single_axis_command_prob": 0.5,
                                                  "outer_command_prob": 0.5,
-                                                 "zero_command_prob": 0.3})
+                                                 "zero_command_prob": 0.3,
+                                                 "training_command_ranges": ((-1, 1),) * 3})
   pinned = fixed_command(run, (0.0, -0.3, 0.25))
   commands = Commands(task_config("walk", pinned.task_overrides))
   keys = jax.random.split(jax.random.PRNGKey(2), 512)

@@ -179,5 +179,6 @@ def fixed_command(config: TrainConfig, command) -> TrainConfig:
     raise UserError(f"--command: task {config.task} takes no velocity commands")
   pinned = {"command_ranges": tuple((float(c), float(c)) for c in command),
             "command_resample_s": 0.0, "zero_command_prob": 0.0,
-            "single_axis_command_prob": 0.0, "outer_command_prob": 0.0}
+            "single_axis_command_prob": 0.0, "outer_command_prob": 0.0,
+            "training_command_ranges": ()}
   return dataclasses.replace(config, task_overrides={**config.task_overrides, **pinned})
