@@ -585,8 +585,8 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   if args.select == "native" and passing:  # ...then the first to stay up natively
     passes = lambda i: [not p["fell"] and (name != "forward" or 8 <= p["distance_m"] <= 12)
                         for name, p in selection["native_plays"][i].items()]
-    chosen = int(next((i for i in ranked if all(passes(i))), None)  # played up to the first pass
-                 or max(ranked, key=lambda i: sum(passes(i))))
+    first = next((i for i in ranked if all(passes(i))), None)  # played up to the first pass
+    chosen = int(first if first is not None else max(ranked, key=lambda i: sum(passes(i))))
   assert chosen in checkpoint.steps(run)
   assert sidecar["checkpoint_iteration"] == chosen
   assert sidecar["training_config_sha256"] == config_sha256(load_config(run, validate=False))

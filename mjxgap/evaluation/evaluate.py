@@ -24,6 +24,7 @@ import numpy as np
 from mjxgap import contract
 from mjxgap.env import vector
 from mjxgap.env.locomotion import TRACKING_ERRORS
+from mjxgap.env.task import TRAINING_AIDS
 from mjxgap.errors import UserError
 from mjxgap.evaluation import stats
 from mjxgap.runs import checkpoint
@@ -172,13 +173,11 @@ def base_velocity(data) -> dict:
 
 def fixed_command(config: TrainConfig, command) -> TrainConfig:
   """`config` with every episode's command `command` (forward m/s, lateral m/s, yaw rad/s) from
-  its start to its end: no resampling, no zero commands, no command aids (the task's validation
-  checks the command: three finite numbers)."""
+  its start to its end: no resampling, no zero commands, no training aids (`TRAINING_AIDS`; the
+  task's validation checks the command: three finite numbers)."""
   task = task_config(config.task, config.task_overrides, robot_name(config.robot))
   if not any(hi > lo for lo, hi in task.command_ranges):
     raise UserError(f"--command: task {config.task} takes no velocity commands")
-  pinned = {"command_ranges": tuple((float(c), float(c)) for c in command),
-            "command_resample_s": 0.0, "zero_command_prob": 0.0,
-            "single_axis_command_prob": 0.0, "outer_command_prob": 0.0,
-            "training_command_ranges": ()}
+  pinned = {**TRAINING_AIDS, "command_ranges": tuple((float(c), float(c)) for c in command),
+            "command_resample_s": 0.0, "zero_command_prob": 0.0}
   return dataclasses.replace(config, task_overrides={**config.task_overrides, **pinned})
