@@ -417,6 +417,8 @@ def main() -> None:
   if args.phase == "train":
     return
   curve = _curve(run, out, args.curve_episodes, args.name)
+  if not curve:  # e.g. a curve loop's first call beside a training that has not checkpointed
+    raise SystemExit(f"{run}: no checkpoint to evaluate yet")
   selected = _select(run, out, curve, args)
   if args.phase == "curve":
     return

@@ -424,6 +424,22 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
     assert exit_.value.code == 2
 
 
+def test_walk_cpu_curve_before_the_first_checkpoint_stops_with_one_line(tmp_path, monkeypatch):
+  """`--phase curve` beside a training that has not checkpointed yet stops with one line naming
+  the run, without evaluating anything (it used to raise IndexError)."""
+  walk_cpu = _walk_cpu_module()
+  run = tmp_path / "out" / "run"
+  run.mkdir(parents=True)
+  (run / "config.json").write_text(json.dumps({"ppo": {"num_envs": 4, "unroll_length": 10}}))
+  calls = []
+  monkeypatch.setattr(walk_cpu, "mjxgap", lambda *a, env=None: calls.append(a))
+  monkeypatch.setattr("sys.argv", ["walk_cpu.py", "--out", str(tmp_path / "out"), "--name",
+                                   "no_such_run", "--phase", "curve"])
+  with pytest.raises(SystemExit, match="no checkpoint to evaluate yet") as stop:
+    walk_cpu.main()
+  assert str(run) in str(stop.value) and calls == []
+
+
 def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(tmp_path,
                                                                               monkeypatch):
   """`--select forward` by hand: of the checkpoints whose curve point meets the target (0.2 m/s,
