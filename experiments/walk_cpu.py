@@ -20,9 +20,10 @@ budget between those calls (each gets what the metrics say is left). Target (iss
 horizontal velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
 
 The checkpoint reported and exported is the latest, or with `--select forward` one chosen on a
-validation criterion measured in MJX (`_select`; `--select native` adds a gate in native
-MuJoCo); the 256-episode evaluation then tests it. `--phase curve` evaluates the checkpoints
-kept so far and stops: run beside the training, it leaves the report little to do.
+validation criterion measured in MJX (`_select`; `--select native` adds a gate in native MuJoCo
+and a validation without randomization); the 256-episode evaluation then tests it. `--phase
+curve` evaluates the checkpoints kept so far and stops: run beside the training, it leaves the
+report little to do.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ FORWARD_BAND_M = (8.0, 12.0)  # the forward play's 20 s at 0.5 m/s: 10 m +-20% (
 SELECT_EPISODES = 32  # per candidate checkpoint of `--select forward`
 VALIDATION_SEED = 1  # `--select forward`'s validation episodes; the final evaluation's are seed 0
 VALIDATED = 4  # `--select forward` validates this many candidates, the best forward first
+CLEAN_EPISODES = 64  # `--select native`'s validation without randomization (seed VALIDATION_SEED)
 
 MAIN = "walk_cpu"  # the first main run (35 M env steps), beside which attempts are plotted
 RECIPE = pathlib.Path(__file__).with_name("walk_builtin.args")  # the adopted 2-hour recipe
@@ -168,21 +170,25 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
   falls from 6%, and taking the first to pass its validation took the luckiest. If none of the
   VALIDATED passes, the next candidates are validated in order up to the first that passes; if
   none, the fewest validation falls. `--select native`: as forward, then the checkpoints that
-  passed are exported and played in native MuJoCo (the report's six plays, 20 s each) in order
-  of their validation falls, and the first to pass all six (`_play_passes`) is chosen; if
-  none, the one passing the most (a sim-to-sim gate before the robot: the native plays then
-  confirm the choice rather than test it; the final evaluation's 256 episodes still test it).
+  passed are, in order of their validation falls, exported and played in native MuJoCo (the
+  report's six plays, 20 s each) and, if they pass all six (`_play_passes`), validated without
+  randomization in MJX (CLEAN_EPISODES episodes at VALIDATION_SEED); the first to meet the target
+  there too is chosen; if none, the one passing the most of those seven checks (a sim-to-sim
+  gate before the robot: a policy that falls once the randomization is off is fragile however
+  well it does under it; the final evaluation's 256 episodes still test the choice).
   Cached in OUT/selection.json."""
   latest = curve[-1]["iteration"]
   if args.select == "latest":
     return {"rule": "latest", "iteration": latest}
   path, kept = out / "selection.json", RESULTS / args.name / "selection.json"
   cached = [json.loads(f.read_text()) for f in (kept, path) if f.exists()]
-  held, validation, native = ({int(k): v for c in cached for k, v in c.get(key, {}).items()}
-                              for key in ("held_forward", "validation", "native_plays"))
+  held, validation, clean, native = (
+      {int(k): v for c in cached for k, v in c.get(key, {}).items()}
+      for key in ("held_forward", "validation", "validation_no_dr", "native_plays"))
 
   def save() -> None:
     path.write_text(json.dumps({"held_forward": held, "validation": validation,
+                                **({"validation_no_dr": clean} if clean else {}),
                                 **({"native_plays": native} if native else {})}, indent=1) + "\n")
     keep(path, f"{args.name}/selection.json")
 
@@ -228,14 +234,19 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
           "validation falls; the latest if none is screened")
   if args.select == "native" and passing:
     ranked = sorted(passing, key=fewest_falls)  # sorted keeps the forward order of a tie
-    best = next((c for c in ranked if all(played(c))), None) or max(
-        ranked, key=lambda c: sum(played(c)))
+    clean_passes = lambda c: _reached(measure(
+        clean, c, "--episodes", str(CLEAN_EPISODES), "--dr", "none",
+        "--seed", str(VALIDATION_SEED)))
+    best = next((c for c in ranked if all(played(c)) and clean_passes(c)), None) or max(
+        ranked, key=lambda c: sum(played(c)) + clean_passes(c))
     rule = ("native: " + rule.removeprefix("forward: ") + "; then of those meeting the target, "
             "in order of validation falls, the first whose export passes all six native plays "
-            f"(20 s: none falls, forward covers {FORWARD_BAND_M[0]:g}-{FORWARD_BAND_M[1]:g} m); "
-            "if none, the one passing the most")
+            f"(20 s: none falls, forward covers {FORWARD_BAND_M[0]:g}-{FORWARD_BAND_M[1]:g} m) "
+            f"and that meets the target without randomization too ({CLEAN_EPISODES} episodes "
+            f"at seed {VALIDATION_SEED}); if none, the one passing the most of those seven checks")
   return {"rule": rule, "iteration": best, "candidates": {c: held[c] for c in candidates},
           "validation": {c: validation[c] for c in by_forward if c in validation},
+          **({"validation_no_dr": {c: clean[c] for c in sorted(clean)}} if clean else {}),
           **({"native_plays": {c: native[c] for c in sorted(native)}} if native else {})}
 
 
@@ -393,7 +404,8 @@ def parser() -> argparse.ArgumentParser:
                       "few meeting the target in the curve that track the forward play's "
                       "command best in MJX, the one with the fewest falls in a validation on "
                       "other episodes, or (native) of those passing the validation, the first "
-                      "to pass all six native plays (no fall; forward 8-12 m)")
+                      "to pass all six native plays (no fall; forward 8-12 m) and meet the "
+                      "target without randomization too")
   p.add_argument("--save-run", action="store_true",
                  help="pack the run's latest checkpoint (and the report's selected one) into "
                       "results/ (to commit) and stop")

@@ -502,8 +502,9 @@ def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(t
 def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, monkeypatch):
   """`--select native` by hand: `--select forward`'s validation, then of the checkpoints that
   pass it, in order of validation falls, the first whose export passes all six native plays
-  (none falls; forward 0.5 m/s covers 8-12 m in 20 s); if none, the one passing the most; each
-  checkpoint exported and played once (cached)."""
+  (none falls; forward 0.5 m/s covers 8-12 m in 20 s) and that meets the target without
+  randomization too (64 episodes at seed 1); if none, the one passing the most of those seven
+  checks; each checkpoint exported, played and validated once (cached)."""
   walk_cpu = _walk_cpu_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   monkeypatch.setattr(walk_cpu, "keep", lambda path, name: None)
@@ -513,7 +514,8 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
   falls = {2: 0.04, 4: 0.02, 6: 0.03}  # validation: all pass; order of falls 4, 6, 2
   fell = {2: set(), 4: {"0,-0.3,0"}, 6: set()}  # 4 falls sideways right natively
   forward_m = {2: 10.0, 4: 10.0, 6: 11.9}  # the forward play's distance in 20 s
-  played, exported = [], []
+  clean_falls = {2: 0.0, 4: 0.0, 6: 0.0}  # validation without randomization: all pass
+  played, exported, cleaned = [], [], []
 
   def fake(command, *argv, env=None):
     if command == "export":
@@ -529,6 +531,11 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
     step = int(argv[argv.index("--step") + 1])
     if "--command" in argv:
       return {"lin_vel_error_mps": held[step], "mean_forward_velocity_mps": 0.5, "fall_rate": 0}
+    if argv[argv.index("--dr") + 1] == "none":
+      assert argv[argv.index("--episodes") + 1] == "64" and argv[argv.index("--seed") + 1] == "1"
+      cleaned.append(step)
+      return {"lin_vel_error_mps": 0.15, "mean_forward_velocity_mps": 0.4,
+              "fall_rate": clean_falls[step]}
     return {"lin_vel_error_mps": 0.15, "mean_forward_velocity_mps": 0.4, "fall_rate": falls[step]}
 
   monkeypatch.setattr(walk_cpu, "mjxgap", fake)
@@ -538,18 +545,24 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
     (tmp_path / name).mkdir(exist_ok=True)
     return walk_cpu._select(tmp_path / "run", tmp_path / name, curve, args)
 
-  assert select("t", "forward")["iteration"] == 4 and played == []  # forward: fewest falls
+  assert select("t", "forward")["iteration"] == 4 and played == cleaned == []  # fewest falls
   chosen = select("t")
   assert chosen["iteration"] == 6 and exported == [4, 6]  # 4 falls natively: the next, 6
+  assert cleaned == [6] and chosen["validation_no_dr"][6]["fall_rate"] == 0.0  # 4 fell: unasked
   assert sorted(played) == sorted((s, c) for s in (4, 6) for c in walk_cpu.PLAYS.values())
   assert chosen["native_plays"][4]["sideways_right"] == {"fell": True, "distance_m": 3.0}
   assert chosen["rule"].startswith("native:")
   assert select("t")["iteration"] == 6 and exported == [4, 6]  # cached in OUT/selection.json
   fell.update({2: {"0,0,0.8", "0,0.3,0"}, 6: {"0,0,0.8"}})  # none stays up in all six
-  assert select("u")["iteration"] == 4 and exported == [4, 6, 4, 6, 2]  # passes five of six
+  assert select("u")["iteration"] == 4 and exported == [4, 6, 4, 6, 2]  # five plays, and clean
   fell.update({2: set(), 6: set()})
   forward_m.update({6: 12.1})  # 6 stays up but walks over 12 m forward: 2 passes all six
   assert select("w")["iteration"] == 2 and exported[-3:] == [4, 6, 2]
+  forward_m.update({6: 11.9})
+  clean_falls.update({6: 4 / 64})  # 6 passes the plays but falls in 4 of 64 without randomization
+  assert select("x")["iteration"] == 2 and exported[-3:] == [4, 6, 2] and cleaned[-2:] == [6, 2]
+  clean_falls.update({2: 4 / 64, 4: 4 / 64})  # none passes all seven: 4 five, 6 and 2 six
+  assert select("y")["iteration"] == 6 and cleaned[-3:] == [6, 2, 4]
   assert not (tmp_path / "w" / "native_screen").exists()
 
 
@@ -598,11 +611,13 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
                or next(([i] for i in by_forward[4:] if meets(validation[i])), []))
     ranked = sorted(passing or by_forward, key=lambda i: validation[i]["fall_rate"])
     chosen = int(ranked[0])
-  if args.select == "native" and passing:  # ...then the first to stay up natively
-    passes = lambda i: [not p["fell"] and (name != "forward" or 8 <= p["distance_m"] <= 12)
-                        for name, p in selection["native_plays"][i].items()]
-    first = next((i for i in ranked if all(passes(i))), None)  # played up to the first pass
-    chosen = int(first if first is not None else max(ranked, key=lambda i: sum(passes(i))))
+  if args.select == "native" and passing:  # ...then the first to stay up natively and without DR
+    clean = lambda i: meets(selection["validation_no_dr"][i])
+    plays = lambda i: [not p["fell"] and (name != "forward" or 8 <= p["distance_m"] <= 12)
+                       for name, p in selection["native_plays"][i].items()]
+    first = next((i for i in ranked if all(plays(i)) and clean(i)), None)  # up to the first
+    chosen = int(first if first is not None else
+                 max(ranked, key=lambda i: sum(plays(i)) + clean(i)))
   assert chosen in checkpoint.steps(run)
   assert sidecar["checkpoint_iteration"] == chosen
   assert sidecar["training_config_sha256"] == config_sha256(load_config(run, validate=False))
