@@ -218,9 +218,11 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
       held, c, "--episodes", str(SELECT_EPISODES), "--dr", "none",
       "--command", PLAYS["forward"])["lin_vel_error_mps"])
 
-  def passes(c: int) -> bool:
-    return _reached(measure(validation, c, "--episodes", str(args.episodes), "--dr", TARGET_DR,
+  def validates(table: dict, c: int, episodes: int, dr: str) -> bool:  # at VALIDATION_SEED
+    return _reached(measure(table, c, "--episodes", str(episodes), "--dr", dr,
                             "--seed", str(VALIDATION_SEED)))
+
+  passes = lambda c: validates(validation, c, args.episodes, TARGET_DR)
 
   passing = ([c for c in by_forward[:VALIDATED] if passes(c)]
              or next(([c] for c in by_forward[VALIDATED:] if passes(c)), []))
@@ -234,9 +236,7 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
           "validation falls; the latest if none is screened")
   if args.select == "native" and passing:
     ranked = sorted(passing, key=fewest_falls)  # sorted keeps the forward order of a tie
-    clean_passes = lambda c: _reached(measure(
-        clean, c, "--episodes", str(CLEAN_EPISODES), "--dr", "none",
-        "--seed", str(VALIDATION_SEED)))
+    clean_passes = lambda c: validates(clean, c, CLEAN_EPISODES, "none")
     best = next((c for c in ranked if all(played(c)) and clean_passes(c)), None) or max(
         ranked, key=lambda c: sum(played(c)) + clean_passes(c))
     rule = ("native: " + rule.removeprefix("forward: ") + "; then of those meeting the target, "
