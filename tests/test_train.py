@@ -193,13 +193,15 @@ def test_task_overrides():
     task = task_config("walk", overrides, "builtin")
     assert task.actor_obs == ("base_lin_vel", "gyro", "command")
     assert task.critic_obs == WALK.critic_obs
-  # tuples split outside parentheses only: nested pairs, and regexes with groups, survive
+  # tuples split outside brackets only: nested pairs, and regexes with groups, classes and
+  # counted repeats, survive
   config = apply_overrides(PRESETS["smoke"], ["task.command_ranges=(-0.5,1),(0, 0.5),(-1,1)",
-                                              "task.hip_joints=(left|right)_hip_roll"])
+                                              "task.hip_joints=(left|right)_hip_roll,"
+                                              "[lr]_hip_{1,2}_yaw,knee"])
   for overrides in (config.task_overrides, json.loads(json.dumps(config.task_overrides))):
     task = task_config("walk", overrides, "builtin")
     assert task.command_ranges == ((-0.5, 1.0), (0.0, 0.5), (-1.0, 1.0))
-    assert task.hip_joints == ("(left|right)_hip_roll",)
+    assert task.hip_joints == ("(left|right)_hip_roll", "[lr]_hip_{1,2}_yaw", "knee")
 
 
 @pytest.mark.parametrize("argv, needle", [

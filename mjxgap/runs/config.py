@@ -91,10 +91,11 @@ def preset(name: str) -> TrainConfig:
 
 def _tuple_items(text: str) -> list[str]:
   """`text`'s comma-separated items, without one pair of parentheses around the whole and
-  splitting only outside parentheses: "(0,1),(2,3)" has two items, "(left|right)_hip" one."""
+  splitting only outside brackets of any kind: "(0,1),(2,3)" has two items, as have
+  "(left|right)_hip,knee_[lr]" and "hip_{1,2},knee"."""
   text, depths, depth = text.strip(), [], 0
   for ch in text:
-    depth += (ch == "(") - (ch == ")" and depth > 0)
+    depth += (ch in "([{") - (ch in ")]}" and depth > 0)
     depths.append(depth)
   if text.startswith("(") and text.endswith(")") and depth == 0 and 0 not in depths[:-1]:
     return _tuple_items(text[1:-1])
