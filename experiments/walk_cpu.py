@@ -488,7 +488,7 @@ def main() -> None:
                         for k, v in cached["commands"].items()},
       "curve": curve,
       "native_play": {k: {f: v.get(f) for f in ("fell", "survived_s", "distance_m",
-                                                 "displacement_m", "yaw_change_rad",
+                                                 "path_m", "displacement_m", "yaw_change_rad",
                                                  "mean_velocity_tracking_error_mps",
                                                  "mean_yaw_rate_error_rad_s")}
                       for k, v in plays.items()},

@@ -359,12 +359,33 @@ def test_play_runs_the_export_in_native_mujoco(exported, tmp_path, capsys):
   assert r == json.loads((tmp_path / "play.json").read_text())
   assert "native" in r["simulator"] and r["command"] == [0.2, 0.0, 0.0]
   assert 0 < r["survived_s"] <= 0.5 and r["mean_velocity_tracking_error_mps"] >= 0
+  assert r["path_m"] >= r["distance_m"] - 1e-12, r  # a chord of a 0.5 s play: at most its path
   for argv, needle in ((["play", str(tmp_path / "nothing")], "missing policy.json"),
                        (["play", str(out), "--command", "1,2"], "--command must be three"),
                        (["play", str(out), "--video", str(tmp_path / "run.avi")],
                         "expected a .gif or .mp4")):
     code, _, err = _cli(argv, capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_play_path_is_the_ground_covered_without_the_sway():
+  """`path_m` on a hand-made track: 20 s at 0.8 m/s round a circle at 0.5 rad/s (radius 1.6 m),
+  with 4 cm of side-to-side sway at 1.25 Hz, sampled every 20 ms. The ground covered is 0.8 x 20
+  = 16 m; the 1 s chords of a 1.6 m circle turned 0.5 rad each fall 1% short of the arc (2 sin
+  0.25 / 0.5 = 0.9896), and the sway adds under 1% more; the straight start-to-end distance is
+  2 x 1.6 x |sin 5| = 3.07 m. Summed over every 20 ms step the sway counts: its 0.31 m/s peak
+  across the 0.8 m/s adds 0.8 x 20 x (0.393^2 / 4) = 0.62 m (to first order)."""
+  from mjxgap.deploy.play import path_length_m
+
+  t = np.arange(0, 20.0 + 1e-9, 0.02)
+  radius, sway = 1.6, 0.04 * np.sin(2 * np.pi * 1.25 * t)
+  heading = 0.5 * t
+  xy = np.stack([(radius - sway) * np.sin(heading), radius - (radius - sway) * np.cos(heading)], 1)
+  assert abs(np.linalg.norm(xy[-1] - xy[0]) - 3.2 * abs(np.sin(5.0))) < 1e-3
+  assert 16 * 0.985 < path_length_m(xy, 50) < 16 * 1.005
+  assert path_length_m(xy, 1) == pytest.approx(16.62, abs=0.03)  # the sway counted
+  assert path_length_m(xy[:76], 50) == pytest.approx(  # 1.5 s: one full chord, then the rest
+      np.linalg.norm(xy[50] - xy[0]) + np.linalg.norm(xy[75] - xy[50]))
 
 
 def _renders(backend: str) -> bool:

@@ -21,6 +21,9 @@ from mjxgap.deploy.runtime import Policy, rotate_inverse
 from mjxgap import rendering
 
 SETTLE_S = 1.0  # s of a play left out of `joint_motion_std_rad`: the start from standing
+# s between the base positions whose chords sum to `path_m`: a stride or more, so that the
+# gait's side-to-side sway is not counted as ground covered
+PATH_CHORD_S = 1.0
 
 
 def load_policy(folder: pathlib.Path) -> Policy:
@@ -75,6 +78,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   settle = int(round(SETTLE_S / spec["control_period_s"]))  # steps before `joint_motion_std_rad`
   record_steps = int(round(record_s / m.opt.timestep))
   recorded, tracking, yaw_tracking, joints, fell, t = [], [], [], [], False, 0
+  base_xy = [start_xy]  # after each control step
   for t in range(1, steps + 1):
     quat = d.qpos[3:7].copy()
     readings = {"base_quat_wxyz": quat, "base_ang_vel": d.qvel[3:6].copy(),
@@ -95,6 +99,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     if video and t % frame_every == 0:
       poses.append(d.qpos.copy())
     joints.append(d.qpos[qadr].copy())
+    base_xy.append(d.qpos[:2].copy())
     v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
     tracking.append(np.linalg.norm(v_base[:2] - command[:2]))
     yaw_tracking.append(abs(d.qvel[5] - command[2]))
@@ -111,7 +116,11 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
       "seconds_requested": seconds,
       "survived_s": round(t * spec["control_period_s"], 4),
       "fell": fell,
+      # start to end, straight: under a command that turns while walking, much less than...
       "distance_m": float(np.linalg.norm(d.qpos[:2] - start_xy)),
+      # ...the ground covered along the way (chords of PATH_CHORD_S)
+      "path_m": path_length_m(np.asarray(base_xy),
+                              max(1, int(round(PATH_CHORD_S / spec["control_period_s"])))),
       # forward and lateral, in the heading the robot started with
       "displacement_m": _rotate_z(d.qpos[:2] - start_xy, -start_yaw).tolist(),
       "yaw_change_rad": float(turned),
@@ -131,6 +140,15 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     clip.save(video)
     result["video"] = {"file": str(video), "frames": len(clip), "fps": fps}
   return result
+
+
+def path_length_m(xy: np.ndarray, every: int) -> float:
+  """m: the length of the polyline through every `every`-th of the points `xy` (N, 2), the
+  first and the last."""
+  points = xy[::every]
+  if (len(xy) - 1) % every:
+    points = np.concatenate([points, xy[-1:]])
+  return float(np.sum(np.linalg.norm(np.diff(points, axis=0), axis=1)))
 
 
 def _yaw(quat_wxyz) -> float:
