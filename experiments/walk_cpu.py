@@ -205,7 +205,8 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
       policy = out / "native_screen"
       shutil.rmtree(policy, ignore_errors=True)
       mjxgap("export", str(run), "--step", str(step), "--out", str(policy))
-      native[step] = {name: {k: r[k] for k in ("fell", "distance_m")}
+      # the rule reads fell and distance_m; the rest is kept to compare candidates by hand
+      native[step] = {name: {k: r[k] for k in ("fell", "distance_m", "path_m", "yaw_change_rad")}
                       for name, command in PLAYS.items()
                       for r in [mjxgap("play", str(policy), "--command", command,
                                        "--seconds", "20")]}

@@ -526,8 +526,9 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
       assert pathlib.Path(argv[0]).is_dir() and argv[argv.index("--seconds") + 1] == "20"
       played.append((exported[-1], argv[argv.index("--command") + 1]))
       command = argv[argv.index("--command") + 1]
-      return {"fell": command in fell[exported[-1]],
-              "distance_m": forward_m[exported[-1]] if command == "0.5,0,0" else 3.0}
+      distance = forward_m[exported[-1]] if command == "0.5,0,0" else 3.0
+      return {"fell": command in fell[exported[-1]], "distance_m": distance,
+              "path_m": distance + 0.5, "yaw_change_rad": 0.1, "survived_s": 20.0}
     step = int(argv[argv.index("--step") + 1])
     if "--command" in argv:
       return {"lin_vel_error_mps": held[step], "mean_forward_velocity_mps": 0.5, "fall_rate": 0}
@@ -550,7 +551,8 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
   assert chosen["iteration"] == 6 and exported == [4, 6]  # 4 falls natively: the next, 6
   assert cleaned == [6] and chosen["validation_no_dr"][6]["fall_rate"] == 0.0  # 4 fell: unasked
   assert sorted(played) == sorted((s, c) for s in (4, 6) for c in walk_cpu.PLAYS.values())
-  assert chosen["native_plays"][4]["sideways_right"] == {"fell": True, "distance_m": 3.0}
+  assert chosen["native_plays"][4]["sideways_right"] == {  # kept: all but survived_s
+      "fell": True, "distance_m": 3.0, "path_m": 3.5, "yaw_change_rad": 0.1}
   assert chosen["rule"].startswith("native:")
   assert select("t")["iteration"] == 6 and exported == [4, 6]  # cached in OUT/selection.json
   fell.update({2: {"0,0,0.8", "0,0.3,0"}, 6: {"0,0,0.8"}})  # none stays up in all six
