@@ -185,6 +185,53 @@ def test_feet_distance_by_hand(walk, builtin_robot):
   assert float(rewards.feet_distance(q)) == pytest.approx(0.108 - by_hand, abs=1e-5)
 
 
+def test_feet_placement_by_hand(walk, builtin_robot):
+  """`feet_placement` against MuJoCo's own kinematics and the Raibert targets worked by hand.
+  Standing in the default pose on the spot at the clock's start (left foot lifting off, right
+  touching down) under 0.3 m/s sideways at 1.5 Hz, each foot misses its target by a quarter
+  of a cycle's travel, 0.3 m/s x 1/1.5 s / 4 = 5 cm: 2 x 0.05^2 = 0.005 m^2, whatever the base's
+  position and heading. Then with the hips rolled and pitched, the base moved and turned, the
+  feet's heading-frame offsets are MuJoCo's foot positions rotated back by hand."""
+  r = builtin_robot
+  m, d = r.mj_model, mujoco.MjData(r.mj_model)
+  adr = lambda name: r.qpos_adr[r.joint_names.index(name)]
+
+  def measure(qpos, command, step):
+    d.qpos[:] = qpos
+    mujoco.mj_kinematics(m, d)
+    info = {"last_action": jnp.zeros(r.nu), "command": jnp.asarray(command, jnp.float32),
+            "episode": None, "step": jnp.int32(step)}
+    return walk._quantities(mjx.put_data(m, d), jnp.zeros(r.nu), info, jnp.zeros(2, bool),
+                            jnp.zeros(2, bool), jnp.zeros(2))
+
+  heading = 1.6
+  turned = r.default_qpos.copy()
+  turned[:2] += [1.0, -2.0]
+  turned[3:7] = [math.cos(heading / 2), 0.0, 0.0, math.sin(heading / 2)]
+  q = measure(turned, [0.0, 0.3, 0.0], 0)
+  nominal = np.asarray(q.feet_nominal_offset_m)
+  np.testing.assert_allclose(np.abs(nominal[:, 1]), 0.09, atol=1e-5)  # the XML's feet
+  np.testing.assert_allclose(np.asarray(q.feet_offset_m), nominal, atol=1e-5)
+  assert float(rewards.feet_placement(q)) == pytest.approx(0.005, rel=1e-4)
+
+  posed = turned.copy()
+  posed[[adr("left_hip_roll"), adr("right_hip_roll")]] = [0.2, 0.1]
+  posed[[adr("left_hip_pitch"), adr("right_hip_pitch")]] = [-0.4, 0.3]
+  command, step = np.array([0.6, -0.2, 0.8]), 10  # phases 0.6 pi (swing), 1.6 pi (stance)
+  q = measure(posed, command, step)
+  c, s = math.cos(heading), math.sin(heading)
+  world = d.xpos[list(r.feet_body_ids), :2] - posed[:2]
+  offset = np.stack([c * world[:, 0] + s * world[:, 1], -s * world[:, 0] + c * world[:, 1]], -1)
+  np.testing.assert_allclose(np.asarray(q.feet_offset_m), offset, atol=1e-5)
+  assert np.abs(offset - nominal).max() > 0.05  # the pose moved the feet
+  stride = np.array([1 - 2 * 0.4, 1 - 2 * 0.6])  # 1 - 2 |phase - pi| / pi
+  at_foot = command[:2] + command[2] * np.stack([-nominal[:, 1], nominal[:, 0]], -1)
+  target = nominal + 0.25 / 1.5 * stride[:, None] * at_foot
+  np.testing.assert_allclose(np.asarray(rewards.feet_placement_target(q)), target, atol=1e-5)
+  assert float(rewards.feet_placement(q)) == pytest.approx(np.sum((offset - target) ** 2),
+                                                           rel=1e-4)
+
+
 def test_mirrored_robot_moves_as_the_mirror_image_in_mujoco(builtin_robot):
   """Native MuJoCo (not our code) is the reference: from a state and its mirror image, with
   mirrored joint targets, the two runs stay mirror images of each other, feet on the floor."""

@@ -38,6 +38,11 @@ class StepQuantities(NamedTuple):
   # (negative: the legs crossed); 0 for fewer feet
   feet_separation_m: jax.Array
   feet_min_separation_m: jax.Array  # m: `feet_min_separation_fraction` of the default pose's
+  # m [nfeet, 2]: each foot body's horizontal position relative to the base origin, in the
+  # base's heading frame (x forward, y left, rotated by the base's yaw only)
+  feet_offset_m: jax.Array
+  feet_nominal_offset_m: jax.Array  # m [nfeet, 2]: `feet_offset_m` in the default pose
+  gait_period_s: jax.Array  # s: one cycle of the gait clock (0: no clock)
   swing_height_m: jax.Array  # m, the swing foot's reference apex
   feet_phase_sigma_m2: jax.Array  # m^2, width of `feet_phase`'s kernel
   joint_limit_excess: jax.Array  # rad [nu]: beyond the soft joint limits (0 inside)
@@ -89,6 +94,7 @@ class Measure:
       geom_to_foot[g] = robot.feet_body_ids.index(int(m.geom_bodyid[g]))
     self._geom_to_foot = jnp.asarray(geom_to_foot)
     self.n_feet = len(robot.feet_body_ids)
+    self._feet_body_list = list(robot.feet_body_ids)
     self._feet_body = jnp.asarray(robot.feet_body_ids)
     d = mujoco.MjData(m)
     d.qpos[:] = robot.default_qpos
@@ -98,6 +104,7 @@ class Measure:
     apart = (self._feet_sideways(d.qpos[3:7], d.xpos, np) if self.n_feet >= 2 else 0.0)
     self._feet_side = 1.0 if apart >= 0 else -1.0
     self._feet_min_separation = config.feet_min_separation_fraction * abs(float(apart))
+    self._feet_nominal_offset = jnp.asarray(self._feet_offset(d.qpos, d.xpos, np), jnp.float32)
     middle, half = robot.joint_range.mean(axis=1), np.diff(robot.joint_range, axis=1)[:, 0] / 2
     soft = config.soft_joint_limit_fraction * half
     self._soft_low = jnp.asarray(np.where(np.isfinite(half), middle - soft, -np.inf), jnp.float32)
@@ -117,6 +124,15 @@ class Measure:
     """m: the first foot's position minus the second's along the base's y axis."""
     first, second = self._feet_pair
     return contract.rotate_inverse(quat, xpos[first] - xpos[second], xp)[1]
+
+  def _feet_offset(self, qpos, xpos, xp):
+    """m [nfeet, 2]: the feet bodies' horizontal positions relative to the base origin, in the
+    base's heading frame: a torso pitched forward does not move them, a turn does."""
+    w, x, y, z = (qpos[3 + i] for i in range(4))
+    yaw = xp.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    dx, dy = (xpos[self._feet_body_list, i] - qpos[i] for i in range(2))
+    c, s = xp.cos(yaw), xp.sin(yaw)
+    return xp.stack([c * dx + s * dy, c * dy - s * dx], axis=-1)
 
   def feet_xy(self, data) -> jax.Array:
     """m [nfeet, 2]: the feet bodies' horizontal positions (world frame)."""
@@ -164,6 +180,10 @@ class Measure:
         feet_separation_m=(self._feet_side * self._feet_sideways(quat, data.xpos, jnp)
                            if self.n_feet >= 2 else jnp.zeros(())),
         feet_min_separation_m=jnp.asarray(self._feet_min_separation),
+        feet_offset_m=self._feet_offset(data.qpos, data.xpos, jnp),
+        feet_nominal_offset_m=self._feet_nominal_offset,
+        gait_period_s=jnp.asarray(1.0 / cfg.gait_frequency_hz if cfg.gait_frequency_hz > 0
+                                  else 0.0),
         swing_height_m=jnp.asarray(cfg.swing_height_m),
         feet_phase_sigma_m2=jnp.asarray(cfg.feet_phase_sigma_m2),
         joint_limit_excess=(jnp.maximum(joint_pos - self._soft_high, 0.0)

@@ -145,6 +145,28 @@ def feet_distance(q: StepQuantities) -> jax.Array:
   return jnp.maximum(q.feet_min_separation_m - q.feet_separation_m, 0.0)
 
 
+def feet_placement_target(q: StepQuantities) -> jax.Array:
+  """m [nfeet, 2]: where each foot should be, in the heading frame, on the gait clock (Raibert's
+  heuristic, as in Walk These Ways): a foot in stance stays put in the world, so relative to the
+  base it travels against the commanded motion at that foot (the command's velocity plus the yaw
+  rate crossed with the foot's default offset), over the half cycle from +1/4 of a cycle's
+  travel ahead of its default offset to 1/4 behind; in swing it goes back, ahead again. A robot
+  stepping on the spot under a 0.3 m/s sideways command at 1.5 Hz misses by up to 5 cm."""
+  r = q.feet_nominal_offset_m
+  yaw_velocity = q.command[2] * jnp.stack([-r[:, 1], r[:, 0]], axis=-1)
+  velocity = q.command[:2] + yaw_velocity  # m/s [nfeet, 2]: the commanded motion at each foot
+  # -1 at liftoff (phase 0), +1 at touchdown (pi), -1 again at the next liftoff (2 pi)
+  stride = 1.0 - 2.0 * jnp.abs(q.feet_phase - jnp.pi) / jnp.pi
+  return r + 0.25 * q.gait_period_s * stride[:, None] * velocity
+
+
+def feet_placement(q: StepQuantities) -> jax.Array:
+  """m^2: the feet's squared horizontal distances from `feet_placement_target`, summed: pays
+  for stepping where the commanded motion needs the feet, sideways and turning included, which
+  the base-velocity terms only reward once the whole body follows."""
+  return jnp.sum(jnp.square(q.feet_offset_m - feet_placement_target(q)))
+
+
 def joint_limits(q: StepQuantities) -> jax.Array:
   """rad beyond the soft joint limits, summed."""
   return jnp.sum(q.joint_limit_excess)
@@ -172,5 +194,6 @@ REWARD_TERMS: dict[str, RewardTerm] = {
               ang_vel_z, pose, joint_vel, torques, action_rate, tracking_lin_vel,
               tracking_lin_vel_y, tracking_ang_vel, tracking_lin_vel_fine,
               tracking_ang_vel_fine, feet_air_time, feet_phase, feet_slip,
-              feet_distance, joint_limits, hip_deviation, knee_deviation, stand_still)
+              feet_distance, feet_placement, joint_limits, hip_deviation, knee_deviation,
+              stand_still)
 }
