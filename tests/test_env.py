@@ -136,6 +136,18 @@ def _np_terms(env, prev, cur, action, i):
   cycles = int(cur.info["step"][i]) * env.dt * env.config.gait_frequency_hz
   phase = (2 * np.pi * (cycles % 1.0) + np.array([0.0, np.pi])) % (2 * np.pi)
   ref = env.config.swing_height_m * np.sin(phase) ** 2 * (phase < np.pi) * moving
+
+  def heading_offsets(qpos_, feet_):  # feet relative to the base, turned by minus its heading
+    mat = np.zeros(9)
+    mujoco.mju_quat2Mat(mat, qpos_[3:7])
+    yaw = np.arctan2(mat[3], mat[0])  # the base x axis's heading
+    rot = np.array([[np.cos(yaw), np.sin(yaw)], [-np.sin(yaw), np.cos(yaw)]])
+    return (feet_[:, :2] - qpos_[:2]) @ rot.T
+
+  nominal = heading_offsets(r.default_qpos, feet0)
+  stride = 1 - 2 * np.abs(phase - np.pi) / np.pi  # -1 at liftoff, +1 at touchdown
+  at_foot = cmd[:2] + cmd[2] * np.stack([-nominal[:, 1], nominal[:, 0]], axis=1)
+  placement = nominal + stride[:, None] * at_foot / (4 * env.config.gait_frequency_hz)
   lo, hi = r.joint_range[:, 0], r.joint_range[:, 1]
   mid, half = (lo + hi) / 2, env.config.soft_joint_limit_fraction * (hi - lo) / 2
   q_abs = qpos[r.qpos_adr]
@@ -156,6 +168,7 @@ def _np_terms(env, prev, cur, action, i):
       "feet_phase": np.exp(-np.sum((height - ref) ** 2) / env.config.feet_phase_sigma_m2),
       "feet_slip": np.sum(speed ** 2 * contact),
       "feet_distance": max(env.config.feet_min_separation_fraction * abs(apart0) - apart, 0.0),
+      "feet_placement": np.sum((heading_offsets(qpos, feet) - placement) ** 2),
       "joint_limits": np.sum(np.maximum(q_abs - (mid + half), 0)
                              + np.maximum(mid - half - q_abs, 0)),
       # the walk task's hip and knee joints, by name

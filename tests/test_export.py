@@ -241,15 +241,21 @@ def test_play_joint_motion_is_the_std_of_each_joint_after_the_first_second(expor
                                                                           builtin_robot):
   """`joint_motion_std_rad`: per joint, the standard deviation of its position at the end of
   each control step after the first second, recomputed from the play's own per-physics-step
-  record of the joint positions (in the robot's joint order)."""
+  record of the joint positions (in the robot's joint order). The `after_step` hook sees the
+  live state once after each control step: its joint positions are the record's at the last
+  physics step of each control step."""
   from mjxgap.deploy.play import play
 
   _, out = exported
-  r = play(out, seconds=1.6, command=(0.3, 0.0, 0.5), record_s=1.6)
+  seen = []
+  r = play(out, seconds=1.6, command=(0.3, 0.0, 0.5), record_s=1.6,
+           after_step=lambda m, d, t: seen.append((t, d.qpos[builtin_robot.qpos_adr].copy())))
   per_physics_step = np.asarray(r["joint_pos_rad"])
   substeps = int(round(0.02 / builtin_robot.mj_model.opt.timestep))
   per_control_step = per_physics_step[substeps - 1::substeps]
   assert len(per_control_step) == round(r["survived_s"] / 0.02)
+  assert [t for t, _ in seen] == list(range(1, len(per_control_step) + 1))
+  np.testing.assert_array_equal(np.stack([q for _, q in seen]), per_control_step)
   want = per_control_step[min(50, len(per_control_step) - 1):].std(axis=0)
   got = r["joint_motion_std_rad"]
   assert sorted(got) == sorted(builtin_robot.joint_names)

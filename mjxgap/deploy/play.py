@@ -38,10 +38,12 @@ def load_policy(folder: pathlib.Path) -> Policy:
 
 
 def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 20.0,
-         command=(0.0, 0.0, 0.0), record_s: float = 0.0, video: str | None = None) -> dict:
+         command=(0.0, 0.0, 0.0), record_s: float = 0.0, video: str | None = None,
+         after_step=None) -> dict:
   """Runs the policy for `seconds` (or until it falls); survival, distance, tracking error.
   With `record_s`, also the joint positions of the first `record_s` seconds, per physics step;
-  with `video`, a GIF or MP4 of the run (25 frames per simulated second)."""
+  with `video`, a GIF or MP4 of the run (25 frames per simulated second); `after_step(model,
+  data, control_step)`, if given, sees the state after each control step (a diagnosis hook)."""
   from mjxgap.robot import load_robot
 
   folder = pathlib.Path(folder)
@@ -96,6 +98,8 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     if not np.all(np.isfinite(d.qpos)):
       raise UserError(f"{folder}: the simulation diverged (NaN) at {t * spec['control_period_s']}"
                       " s")
+    if after_step is not None:
+      after_step(m, d, t)
     if video and t % frame_every == 0:
       poses.append(d.qpos.copy())
     joints.append(d.qpos[qadr].copy())

@@ -104,7 +104,7 @@ class Measure:
     apart = (self._feet_sideways(d.qpos[3:7], d.xpos, np) if self.n_feet >= 2 else 0.0)
     self._feet_side = 1.0 if apart >= 0 else -1.0
     self._feet_min_separation = config.feet_min_separation_fraction * abs(float(apart))
-    self._feet_nominal_offset = jnp.asarray(self._feet_offset(d.qpos, d.xpos, np), jnp.float32)
+    self.feet_nominal_offset = jnp.asarray(self.feet_offset(d.qpos, d.xpos, np), jnp.float32)
     middle, half = robot.joint_range.mean(axis=1), np.diff(robot.joint_range, axis=1)[:, 0] / 2
     soft = config.soft_joint_limit_fraction * half
     self._soft_low = jnp.asarray(np.where(np.isfinite(half), middle - soft, -np.inf), jnp.float32)
@@ -125,7 +125,7 @@ class Measure:
     first, second = self._feet_pair
     return contract.rotate_inverse(quat, xpos[first] - xpos[second], xp)[1]
 
-  def _feet_offset(self, qpos, xpos, xp):
+  def feet_offset(self, qpos, xpos, xp):
     """m [nfeet, 2]: the feet bodies' horizontal positions relative to the base origin, in the
     base's heading frame: a torso pitched forward does not move them, a turn does."""
     w, x, y, z = (qpos[3 + i] for i in range(4))
@@ -180,8 +180,8 @@ class Measure:
         feet_separation_m=(self._feet_side * self._feet_sideways(quat, data.xpos, jnp)
                            if self.n_feet >= 2 else jnp.zeros(())),
         feet_min_separation_m=jnp.asarray(self._feet_min_separation),
-        feet_offset_m=self._feet_offset(data.qpos, data.xpos, jnp),
-        feet_nominal_offset_m=self._feet_nominal_offset,
+        feet_offset_m=self.feet_offset(data.qpos, data.xpos, jnp),
+        feet_nominal_offset_m=self.feet_nominal_offset,
         gait_period_s=jnp.asarray(1.0 / cfg.gait_frequency_hz if cfg.gait_frequency_hz > 0
                                   else 0.0),
         swing_height_m=jnp.asarray(cfg.swing_height_m),
