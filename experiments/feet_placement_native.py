@@ -19,7 +19,6 @@ import types
 
 import numpy as np
 
-from mjxgap import contract
 from mjxgap.deploy.play import load_policy, play
 from mjxgap.env import rewards
 from mjxgap.env.quantities import Measure
@@ -56,7 +55,8 @@ def main(argv=None) -> None:
   if not frequency:
     fail(f"{args.policy}: policy.json has no gait clock (gait.frequency_hz): not a walk policy")
   robot = load_robot(spec["robot_source"], ctrl_dt=spec["control_period_s"])
-  config = task_config("walk", {"gait_frequency_hz": frequency})
+  config = task_config("walk", {"gait_frequency_hz": frequency,
+                                "ctrl_dt": spec["control_period_s"]})
   measure = Measure(robot, config, lambda episode: None, 0)
   dt = spec["control_period_s"]
   penalties, offsets = [], []
@@ -65,12 +65,10 @@ def main(argv=None) -> None:
     import mujoco
 
     mujoco.mj_kinematics(model, data)  # the final state's body positions, as the env reads
-    first = contract.gait_phase(step, dt, frequency, np)
     q = types.SimpleNamespace(
         feet_offset_m=measure.feet_offset(data.qpos, data.xpos, np),
         feet_nominal_offset_m=np.asarray(measure.feet_nominal_offset),
-        feet_phase=np.mod(first + 2 * np.pi * np.arange(measure.n_feet) / measure.n_feet,
-                          2 * np.pi),
+        feet_phase=measure.gait_phase(step),  # the env's clock, every foot's phase
         gait_period_s=1.0 / frequency, command=command)
     if step * dt > SETTLE_S:
       penalties.append(float(rewards.feet_placement(q)))
