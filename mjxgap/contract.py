@@ -55,6 +55,14 @@ def rotate_inverse(quat_wxyz, v, xp):
   return v + w * t + xp.cross(u, t)
 
 
+def heading(quat_wxyz, xp):
+  """rad: the yaw of a body with unit quaternion `quat_wxyz` (w, x, y, z): the direction of its
+  x axis in the world's horizontal plane. The env's heading frame (feet placement) and native
+  play's turn count both read it."""
+  w, x, y, z = (quat_wxyz[i] for i in range(4))
+  return xp.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
 def gait_phase(control_step, ctrl_dt_s: float, frequency_hz: float, xp):
   """The gait clock's phase (rad, in [0, 2 pi)) at control step `control_step` of an episode
   (0 at its start): the first foot's; the second foot is half a cycle (pi) later. The actor

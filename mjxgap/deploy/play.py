@@ -74,7 +74,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     rendering.renderer(m, 16, 16).close()
   frame_every = max(1, int(round(1.0 / (25.0 * spec["control_period_s"]))))
   poses = [d.qpos.copy()]  # one per video frame
-  start_xy, start_yaw = d.qpos[:2].copy(), _yaw(d.qpos[3:7])
+  start_xy, start_yaw = d.qpos[:2].copy(), float(contract.heading(d.qpos[3:7], np))
   yaw, turned = start_yaw, 0.0  # rad, summed step by step so that full turns count
   steps = int(round(seconds / spec["control_period_s"]))
   settle = int(round(SETTLE_S / spec["control_period_s"]))  # steps before `joint_motion_std_rad`
@@ -107,8 +107,8 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
     v_base = rotate_inverse(d.qpos[3:7], d.qvel[0:3])
     tracking.append(np.linalg.norm(v_base[:2] - command[:2]))
     yaw_tracking.append(abs(d.qvel[5] - command[2]))
-    turned += (_yaw(d.qpos[3:7]) - yaw + np.pi) % (2 * np.pi) - np.pi
-    yaw = _yaw(d.qpos[3:7])
+    yaw, last_yaw = float(contract.heading(d.qpos[3:7], np)), yaw
+    turned += (yaw - last_yaw + np.pi) % (2 * np.pi) - np.pi
     gravity = rotate_inverse(d.qpos[3:7], [0.0, 0.0, -1.0])
     if contract.fallen(d.qpos[2] - floor_z, gravity[2], fall_height, max_tilt, np):
       fell = True
@@ -153,12 +153,6 @@ def path_length_m(xy: np.ndarray, every: int) -> float:
   if (len(xy) - 1) % every:
     points = np.concatenate([points, xy[-1:]])
   return float(np.sum(np.linalg.norm(np.diff(points, axis=0), axis=1)))
-
-
-def _yaw(quat_wxyz) -> float:
-  """rad: the heading of the base's x axis in the world's horizontal plane."""
-  w, x, y, z = quat_wxyz
-  return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
 
 
 def _rotate_z(xy, angle_rad: float) -> np.ndarray:

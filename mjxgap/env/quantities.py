@@ -94,8 +94,7 @@ class Measure:
       geom_to_foot[g] = robot.feet_body_ids.index(int(m.geom_bodyid[g]))
     self._geom_to_foot = jnp.asarray(geom_to_foot)
     self.n_feet = len(robot.feet_body_ids)
-    self._feet_body_list = list(robot.feet_body_ids)
-    self._feet_body = jnp.asarray(robot.feet_body_ids)
+    self._feet_body = np.asarray(robot.feet_body_ids)  # indexes numpy (native play) and jnp
     d = mujoco.MjData(m)
     d.qpos[:] = robot.default_qpos
     mujoco.mj_kinematics(m, d)
@@ -128,9 +127,8 @@ class Measure:
   def feet_offset(self, qpos, xpos, xp):
     """m [nfeet, 2]: the feet bodies' horizontal positions relative to the base origin, in the
     base's heading frame: a torso pitched forward does not move them, a turn does."""
-    w, x, y, z = (qpos[3 + i] for i in range(4))
-    yaw = xp.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-    dx, dy = (xpos[self._feet_body_list, i] - qpos[i] for i in range(2))
+    yaw = contract.heading(qpos[3:7], xp)
+    dx, dy = (xpos[self._feet_body, i] - qpos[i] for i in range(2))
     c, s = xp.cos(yaw), xp.sin(yaw)
     return xp.stack([c * dx + s * dy, c * dy - s * dx], axis=-1)
 

@@ -22,9 +22,11 @@ from mjxgap.sim.actuators.net import NET_FILES
 # Fields a resumed run cannot change: they define the env, the shapes of the saved state, what
 # the network has learned to see, or what the counters and the schedule in the state mean
 # (env steps per iteration; the learning-rate line). `dr` and `actuator` are compared by
-# contents (`fingerprints`). Free: total_steps (extends), the learner's other hyperparameters,
-# checkpointing, and seed (it only draws the initial state; the state carries its RNG).
-INCOMPATIBLE = ("robot", "task", "task_overrides", "ppo.num_envs", "ppo.unroll_length",
+# contents (`fingerprints`), `task_overrides` by the task they resolve to (`_task_changes`).
+# Free: total_steps (extends), the learner's other hyperparameters, checkpointing, seed (it
+# only draws the initial state; the state carries its RNG), and the weights of the task's
+# reward terms (a reward curriculum: the terms, and so the state's shapes, stay).
+INCOMPATIBLE = ("robot", "task", "ppo.num_envs", "ppo.unroll_length",
                 "ppo.actor_hidden", "ppo.critic_hidden", "ppo.activation",
                 "ppo.normalize_observations", "ppo.lr_schedule")
 
@@ -91,6 +93,7 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
     a, b = _get(saved, field), _get(requested, field)
     if json.dumps(a, sort_keys=True, default=list) != json.dumps(b, sort_keys=True, default=list):
       refuse(field, a, b)
+  _task_changes(saved, requested, refuse, where)
   now = fingerprints(requested)
   dr_file = factory.randomization_file(requested.dr)
   if dr_file is not None and saved_inputs.get("dr") == _sha256([dr_file]):
@@ -103,3 +106,19 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
       and saved.ppo.learning_rate != requested.ppo.learning_rate):
     refuse("ppo.learning_rate", saved.ppo.learning_rate, requested.ppo.learning_rate,
            f" (the {saved.ppo.lr_schedule} schedule continues from the rate in the checkpoint)")
+
+
+def _task_changes(saved: TrainConfig, requested: TrainConfig, refuse, where) -> None:
+  """Refuses a requested task that differs from the saved one other than in reward weights;
+  a reward term added or removed (the state keeps one metric per term) is a change too."""
+  robot = factory.robot_name(saved.robot)
+  a, b = (factory.task_config(c.task, c.task_overrides, robot) for c in (saved, requested))
+  if a.rewards.keys() != b.rewards.keys():
+    changed = [f"{verb} {t!r}" for verb, terms in (("adds", b.rewards.keys() - a.rewards.keys()),
+                                                   ("drops", a.rewards.keys() - b.rewards.keys()))
+               for t in sorted(terms)]
+    raise UserError(f"--resume {where}: incompatible config: it {' and '.join(changed)} as a reward "
+                    "term (a weight may change on --resume; a term must be in the run from its "
+                    "start, e.g. at weight 0)")
+  if dataclasses.replace(a, rewards={}) != dataclasses.replace(b, rewards={}):
+    refuse("task_overrides", dict(saved.task_overrides), dict(requested.task_overrides))
