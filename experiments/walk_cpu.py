@@ -104,8 +104,9 @@ def _trained(run: pathlib.Path) -> tuple[int, float]:
 
 
 def _train(run: pathlib.Path, args) -> None:
-  """Trains to --total-steps; with --lr-drop, in one `mjxgap train` call per rate (each drop
-  resumes at its lower rate); with --budget-s, each call gets what is left of the budget."""
+  """Trains to --total-steps; with --lr-drop and --set-from, in one `mjxgap train` call per leg
+  (each resumes with the settings in force from its start); with --budget-s, each call gets
+  what is left of the budget."""
   budget_s = args.budget_s or None
   # (at env steps, at training seconds, {FIELD: VALUE} from then on), in order
   changes = [(at_steps, at_s, {"ppo.learning_rate": rate}) for at_steps, at_s, rate in args.lr_drop]
@@ -217,7 +218,7 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
       native[step] = {name: {k: r[k] for k in ("fell", "distance_m", "path_m", "yaw_change_rad")}
                       for name, command in PLAYS.items()
                       for r in [mjxgap("play", str(policy), "--command", command,
-                                       "--seconds", "20")]}
+                                       "--seconds", f"{PLAY_SECONDS:g}")]}
       shutil.rmtree(policy)
       save()
     return [_play_passes(name, r) for name, r in native[step].items()]
@@ -511,7 +512,8 @@ def main() -> None:
   gif = out / "walk_builtin.gif"
   for name, command in PLAYS.items():
     video = ["--video", str(gif)] if name == "forward" and os.environ.get("MUJOCO_GL") else []
-    plays[name] = mjxgap("play", str(policy_dir), "--command", command, "--seconds", "20",
+    plays[name] = mjxgap("play", str(policy_dir), "--command", command,
+                         "--seconds", f"{PLAY_SECONDS:g}",
                          *video)
   summary = {
       **provenance(),
