@@ -429,7 +429,7 @@ def parser() -> argparse.ArgumentParser:
                  metavar="ENV_STEPS:FIELD=VALUE",
                  help="from ENV_STEPS on, train with `--set FIELD=VALUE` (a leg boundary as "
                       "--lr-drop's; the change must be one `mjxgap train --resume` accepts, e.g. "
-                      "a reward weight already in the run's task), e.g. "
+                      "a reward weight already in the run's task or a command aid), e.g. "
                       "10240000:task.rewards.feet_placement=-25; repeatable")
   p.add_argument("--budget-s", type=float, default=0.0,
                  help="wall-clock budget of the whole training, shared by its calls (0: none)")

@@ -207,6 +207,8 @@ def test_task_overrides():
 @pytest.mark.parametrize("argv, needle", [
     (["--task", "walk"], "task was 'stand', now 'walk'"),
     (["--set", "task.episode_length_s=2.0"], "task_overrides"),
+    # a training aid, but not a command one: the physics the state was stepped with
+    (["--set", "task.training_physics_step_s=0.005"], "task_overrides"),
     (["--set", "task.rewards.feet_slip=-0.1"], "it adds 'feet_slip' as a reward term"),
     (["--set", "ppo.actor_hidden=16,16"], "ppo.actor_hidden"),
     (["--num-envs", "16"], "ppo.num_envs"),
@@ -224,20 +226,23 @@ def test_incompatible_resume_one_line_exit_2(runs, argv, needle, tmp_path, capsy
 
 
 def test_resume_takes_a_new_reward_weight(runs, tmp_path, capsys):
-  """A reward weight may change on --resume (a reward curriculum, walk_cpu.py's --set-from): the
-  run continues with the new weight in its config and in its env; restating an override at the
-  task's own value is no change at all."""
+  """A reward weight and a command aid may change on --resume (a reward or command curriculum,
+  walk_cpu.py's --set-from): the run continues with them in its config and in its env;
+  restating an override at the task's own value is no change at all."""
   from mjxgap.runs.config import apply_overrides
   from mjxgap.runs.resume import check_resumable, fingerprints
   run = tmp_path / "run"
   shutil.copytree(runs / "a", run)
   code, _, err = _cli(["train", "--out", str(run), "--resume", "--no-progress",
                        "--total-steps", str(5 * STEPS_PER_ITERATION),
-                       "--set", "task.rewards.action_rate=-0.5"], capsys)
+                       "--set", "task.rewards.action_rate=-0.5",
+                       "--set", "task.training_command_resample_s=0.5"], capsys)
   assert code == 0, err
   config = load_config(run)
   assert config.task_overrides["rewards.action_rate"] == -0.5
-  assert make_trainer(config).env._reward_weights["action_rate"] == -0.5
+  env = make_trainer(config).env
+  assert env._reward_weights["action_rate"] == -0.5
+  assert env.commands._every == 25  # 0.5 s of 0.02 s control steps
   assert checkpoint.read_meta(run)[0] == 5
   saved = load_config(runs / "a")
   restated = apply_overrides(saved, ["task.rewards.pose=-0.5", "task.episode_length_s=1.0"])

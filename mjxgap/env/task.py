@@ -18,9 +18,12 @@ CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
 # Task fields that shape training only, with the values evaluation (`mjxgap eval`, the gap
 # report's MJX side) and export use: every policy of a task is measured on the same command
 # distribution, at the robot's own physics step.
-TRAINING_AIDS = {"single_axis_command_prob": 0.0, "single_axis_weights": (1.0, 1.0, 1.0),
-                 "outer_command_prob": 0.0, "training_physics_step_s": 0.0,
-                 "training_command_resample_s": 0.0, "training_command_ranges": ()}
+# The command aids only change which commands training draws (the env state holds the one
+# command in force, whatever its distribution), so a resumed run may change them.
+COMMAND_AIDS = {"single_axis_command_prob": 0.0, "single_axis_weights": (1.0, 1.0, 1.0),
+                "outer_command_prob": 0.0, "training_command_resample_s": 0.0,
+                "training_command_ranges": ()}
+TRAINING_AIDS = {**COMMAND_AIDS, "training_physics_step_s": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import pathlib
 
+from mjxgap.env.task import COMMAND_AIDS
 from mjxgap.errors import UserError
 from mjxgap.runs import factory
 from mjxgap.runs.config import TrainConfig, from_dict
@@ -24,8 +25,9 @@ from mjxgap.sim.actuators.net import NET_FILES
 # (env steps per iteration; the learning-rate line). `dr` and `actuator` are compared by
 # contents (`fingerprints`), `task_overrides` by the task they resolve to (`_task_changes`).
 # Free: total_steps (extends), the learner's other hyperparameters, checkpointing, seed (it
-# only draws the initial state; the state carries its RNG), and the weights of the task's
-# reward terms (a reward curriculum: the terms, and so the state's shapes, stay).
+# only draws the initial state; the state carries its RNG), the weights of the task's reward
+# terms (a reward curriculum: the terms, and so the state's shapes, stay) and its command aids
+# (`COMMAND_AIDS`: a command curriculum; evaluation draws the task's own commands anyway).
 INCOMPATIBLE = ("robot", "task", "ppo.num_envs", "ppo.unroll_length",
                 "ppo.actor_hidden", "ppo.critic_hidden", "ppo.activation",
                 "ppo.normalize_observations", "ppo.lr_schedule")
@@ -109,8 +111,9 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
 
 
 def _task_changes(saved: TrainConfig, requested: TrainConfig, refuse, where) -> None:
-  """Refuses a requested task that differs from the saved one other than in reward weights;
-  a reward term added or removed (the state keeps one metric per term) is a change too."""
+  """Refuses a requested task that differs from the saved one other than in reward weights and
+  command aids; a reward term added or removed (the state keeps one metric per term) is a
+  change too."""
   robot = factory.robot_name(saved.robot)
   a, b = (factory.task_config(c.task, c.task_overrides, robot) for c in (saved, requested))
   if a.rewards.keys() != b.rewards.keys():
@@ -120,5 +123,6 @@ def _task_changes(saved: TrainConfig, requested: TrainConfig, refuse, where) -> 
     raise UserError(f"--resume {where}: incompatible config: it {' and '.join(changed)} as a reward "
                     "term (a weight may change on --resume; a term must be in the run from its "
                     "start, e.g. at weight 0)")
-  if dataclasses.replace(a, rewards={}) != dataclasses.replace(b, rewards={}):
+  free = {"rewards": {}, **COMMAND_AIDS}
+  if dataclasses.replace(a, **free) != dataclasses.replace(b, **free):
     refuse("task_overrides", dict(saved.task_overrides), dict(requested.task_overrides))
