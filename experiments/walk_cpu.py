@@ -211,15 +211,7 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
 
   def played(step: int) -> list[bool]:  # whether the export passes each native play
     if step not in native:
-      policy = out / "native_screen"
-      shutil.rmtree(policy, ignore_errors=True)
-      mjxgap("export", str(run), "--step", str(step), "--out", str(policy))
-      # the rule reads fell and distance_m; the rest is kept to compare candidates by hand
-      native[step] = {name: {k: r[k] for k in ("fell", "distance_m", "path_m", "yaw_change_rad")}
-                      for name, command in PLAYS.items()
-                      for r in [mjxgap("play", str(policy), "--command", command,
-                                       "--seconds", f"{PLAY_SECONDS:g}")]}
-      shutil.rmtree(policy)
+      native[step] = native_plays(run, step, out / "native_screen")
       save()
     return [_play_passes(name, r) for name, r in native[step].items()]
 
@@ -248,8 +240,7 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
     ranked = sorted(passing, key=fewest_falls)  # sorted keeps the forward order of a tie
     clean_passes = lambda c: validates(clean, c, CLEAN_EPISODES, "none")
     gated = [c for c in ranked if all(played(c)) and clean_passes(c)]
-    bands_met = lambda c: sum(sum(_bands(n, r).values()) for n, r in native[c].items())
-    best = (max(gated, key=bands_met) if gated  # max keeps the first of a tie: fewest falls
+    best = (max(gated, key=lambda c: bands_met(native[c])) if gated  # max: the first of a tie
             else max(ranked, key=lambda c: sum(played(c)) + clean_passes(c)))
     rule = ("native: " + rule.removeprefix("forward: ") + "; then of those meeting the target "
             "whose export passes all six native plays (20 s: none falls, forward covers 10 m "
@@ -262,6 +253,24 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
           "validation": {c: validation[c] for c in by_forward if c in validation},
           **({"validation_no_dr": {c: clean[c] for c in sorted(clean)}} if clean else {}),
           **({"native_plays": {c: native[c] for c in sorted(native)}} if native else {})}
+
+
+def native_plays(run: pathlib.Path, step: int, policy: pathlib.Path) -> dict:
+  """Checkpoint `step` of `run` exported to `policy` (removed after) and played in native
+  MuJoCo under the six PLAYS: each play's fall, distance, path and turn (`_bands` reads them)."""
+  shutil.rmtree(policy, ignore_errors=True)
+  mjxgap("export", str(run), "--step", str(step), "--out", str(policy))
+  plays = {name: {k: r[k] for k in ("fell", "distance_m", "path_m", "yaw_change_rad")}
+           for name, command in PLAYS.items()
+           for r in [mjxgap("play", str(policy), "--command", command,
+                            "--seconds", f"{PLAY_SECONDS:g}")]}
+  shutil.rmtree(policy)
+  return plays
+
+
+def bands_met(plays: dict) -> int:
+  """How many of issue 16's seven bands a checkpoint's six native plays meet."""
+  return sum(sum(_bands(name, r).values()) for name, r in plays.items())
 
 
 def _bands(name: str, play: dict) -> dict[str, bool]:

@@ -650,6 +650,59 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
   assert not (tmp_path / "w" / "native_screen").exists()
 
 
+def test_native_screen_plays_the_checkpoints_meeting_the_target(tmp_path, monkeypatch, capsys):
+  """experiments/native_screen.py: the checkpoints whose curve point meets the target (0.2 m/s,
+  5% falls) and those of --steps, each exported and played under the six commands once (cached
+  in OUT), with the bands met counted by hand; bad input: one line, exit 2."""
+  import importlib.util
+  import sys
+
+  experiments = pathlib.Path(__file__).resolve().parents[1] / "experiments"
+  monkeypatch.syspath_prepend(str(experiments))
+  spec = importlib.util.spec_from_file_location("native_screen", experiments / "native_screen.py")
+  screen = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(screen)
+  exported, played = [], []
+
+  def fake(command, *argv, env=None):
+    if command == "export":
+      exported.append(int(argv[argv.index("--step") + 1]))
+      pathlib.Path(argv[argv.index("--out") + 1]).mkdir()
+      return {}
+    cmd = argv[argv.index("--command") + 1]
+    played.append((exported[-1], cmd))
+    vx, vy, wz = (float(v) for v in cmd.split(","))
+    # checkpoint 4 does all the commands ask (20 s), 6 half of it, 8 falls sideways
+    k = {4: 1.0, 6: 0.5, 8: 1.0}[exported[-1]]
+    return {"fell": exported[-1] == 8 and vy != 0, "distance_m": k * 20 * math.hypot(vx, vy),
+            "path_m": k * 20 * math.hypot(vx, vy), "yaw_change_rad": k * 20 * wz}
+
+  monkeypatch.setattr(screen.walk_cpu, "mjxgap", fake)
+  curve = tmp_path / "curve.json"
+  curve.write_text(json.dumps([
+      {"iteration": 2, "lin_vel_error_mps": 0.21, "fall_rate": 0.0},  # misses the error
+      {"iteration": 4, "lin_vel_error_mps": 0.19, "fall_rate": 0.05},
+      {"iteration": 6, "lin_vel_error_mps": 0.20, "fall_rate": 0.0},
+      {"iteration": 10, "lin_vel_error_mps": 0.1, "fall_rate": 0.06}]))  # misses the falls
+  out = tmp_path / "screen.json"
+  run = ["run", "--out", str(out), "--curve", str(curve)]
+  screen.main([*run, "--steps", "8"])
+  lines = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
+  # 4: all seven bands; 6: half of each ask is out of every band; 8: the two sideways fall
+  assert [(l["iteration"], l["bands_met"], l["fell"]) for l in lines] == [
+      (4, 7, []), (6, 0, []), (8, 5, ["sideways", "sideways_right"])]
+  assert exported == [4, 6, 8] and len(played) == 18
+  assert sorted(json.loads(out.read_text())) == ["4", "6", "8"]
+  screen.main(run)  # cached: nothing exported again
+  assert exported == [4, 6, 8] and len(capsys.readouterr().out.splitlines()) == 2
+  for argv in ([*run[:3], "--steps", "4,x"], ["run", "--out", str(out)],
+               [*run[:3], "--curve", str(tmp_path / "missing.json")]):
+    with pytest.raises(SystemExit) as e:
+      screen.main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
 def test_walk_cpu_native_bands_by_hand():
   """Issue 16's bands of the six plays (20 s): forward and backward 10 m, sideways 6 m, turning
   on the spot 16 rad, 0.8 m/s with 0.5 rad/s a 16 m path and 10 rad, each +-20%; a fall meets
