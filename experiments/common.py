@@ -26,6 +26,12 @@ def mjxgap(*args: str, env: dict[str, str] | None = None) -> dict | None:
   return json.loads(last) if last.startswith("{") else None
 
 
+def fail(message: str) -> None:
+  """Bad input: one line and exit status 2, as the CLI."""
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
 def provenance() -> dict:
   """How, when and where a summary was made: the command line as typed, date, machine."""
   script = pathlib.Path(sys.argv[0])

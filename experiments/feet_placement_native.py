@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import types
 
 import numpy as np
 
+from common import fail
 from mjxgap.deploy.play import load_policy, play
 from mjxgap.env import rewards
 from mjxgap.env.quantities import Measure
@@ -27,12 +27,6 @@ from mjxgap.robot import load_robot
 from mjxgap.runs.factory import task_config
 
 SETTLE_S = 1.0  # the first second (the start from the default pose) is not scored
-
-
-def fail(message: str) -> None:
-  """Bad input: one line and exit status 2, as the CLI."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
 
 
 def main(argv=None) -> None:

@@ -14,16 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import tempfile
 
 import walk_cpu
-
-
-def fail(message: str) -> None:
-  """Bad input: one line and exit status 2, as the CLI."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
+from common import fail
 
 
 def main(argv=None) -> None:

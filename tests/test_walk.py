@@ -413,20 +413,20 @@ def test_robot_walk_config_trains_one_iteration(tmp_path, path, swing_m, hips):
   assert saved["ppo"]["actor_hidden"] == [512, 256, 128]
 
 
-def _walk_cpu_module():
-  """experiments/walk_cpu.py, imported as its own command line runs it."""
+def _experiment_module(name: str = "walk_cpu"):
+  """experiments/NAME.py, imported as its own command line runs it."""
   import importlib.util
   import sys
 
   experiments = pathlib.Path(__file__).resolve().parents[1] / "experiments"
   sys.path.insert(0, str(experiments))
   try:
-    spec = importlib.util.spec_from_file_location("walk_cpu", experiments / "walk_cpu.py")
-    walk_cpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(walk_cpu)
+    spec = importlib.util.spec_from_file_location(name, experiments / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
   finally:
     sys.path.remove(str(experiments))
-  return walk_cpu
+  return module
 
 
 def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
@@ -434,7 +434,7 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
   each leg gets what the metrics leave of the budget; a leg with under a second left is skipped
   (`time_limit_s=0` would mean no limit); a repeated `--lr-drop` adds a leg at each rate;
   `--cpu-devices 2` is passed on to each call."""
-  walk_cpu = _walk_cpu_module()
+  walk_cpu = _experiment_module()
   run = tmp_path / "out" / "run"
   (run / "checkpoints").mkdir(parents=True)
   (run / "config.json").write_text(json.dumps({"ppo": {"num_envs": 4, "unroll_length": 10}}))
@@ -501,7 +501,7 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
 def test_walk_cpu_curve_before_the_first_checkpoint_stops_with_one_line(tmp_path, monkeypatch):
   """`--phase curve` beside a training that has not checkpointed yet stops with one line naming
   the run, without evaluating anything (it used to raise IndexError)."""
-  walk_cpu = _walk_cpu_module()
+  walk_cpu = _experiment_module()
   run = tmp_path / "out" / "run"
   run.mkdir(parents=True)
   (run / "config.json").write_text(json.dumps({"ppo": {"num_envs": 4, "unroll_length": 10}}))
@@ -522,7 +522,7 @@ def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(t
   fewest validation falls wins; if none does, the next in order up to the first that does; if
   none, the fewest validation falls; each measurement once (cached across calls), unscreened
   checkpoints never; the latest when none is screened, or with `--select latest`."""
-  walk_cpu = _walk_cpu_module()
+  walk_cpu = _experiment_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   kept = []  # what would be copied into experiments/results/
   monkeypatch.setattr(walk_cpu, "keep", lambda path, name: kept.append(name))
@@ -580,7 +580,7 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
   one within 20% of the most of what the plays' commands ask for, a tie to the fewest
   validation falls; if none passes, the one passing the most of those seven checks; each
   checkpoint exported, played and validated once (cached)."""
-  walk_cpu = _walk_cpu_module()
+  walk_cpu = _experiment_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   monkeypatch.setattr(walk_cpu, "keep", lambda path, name: None)
   monkeypatch.setattr(walk_cpu, "VALIDATED", 3)
@@ -654,14 +654,7 @@ def test_native_screen_plays_the_checkpoints_meeting_the_target(tmp_path, monkey
   """experiments/native_screen.py: the checkpoints whose curve point meets the target (0.2 m/s,
   5% falls) and those of --steps, each exported and played under the six commands once (cached
   in OUT), with the bands met counted by hand; bad input: one line, exit 2."""
-  import importlib.util
-  import sys
-
-  experiments = pathlib.Path(__file__).resolve().parents[1] / "experiments"
-  monkeypatch.syspath_prepend(str(experiments))
-  spec = importlib.util.spec_from_file_location("native_screen", experiments / "native_screen.py")
-  screen = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(screen)
+  screen = _experiment_module("native_screen")
   exported, played = [], []
 
   def fake(command, *argv, env=None):
@@ -707,7 +700,7 @@ def test_walk_cpu_native_bands_by_hand():
   """Issue 16's bands of the six plays (20 s): forward and backward 10 m, sideways 6 m, turning
   on the spot 16 rad, 0.8 m/s with 0.5 rad/s a 16 m path and 10 rad, each +-20%; a fall meets
   none; a play recorded before a quantity existed does not meet it."""
-  walk_cpu = _walk_cpu_module()
+  walk_cpu = _experiment_module()
   play = lambda **kw: {"fell": False, "distance_m": 0.0, "path_m": 0.0, "yaw_change_rad": 0.0,
                        **kw}
   assert walk_cpu._bands("forward", play(distance_m=8.01)) == {"distance_m": True}
@@ -732,7 +725,7 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   seconds); the committed policy is that run's final checkpoint."""
   from mjxgap.runs.config import PRESETS, apply_overrides
 
-  walk_cpu = _walk_cpu_module()
+  walk_cpu = _experiment_module()
   experiments = pathlib.Path(walk_cpu.__file__).parent
   args = walk_cpu.parser().parse_args([f"@{experiments / 'walk_builtin.args'}", "--out", "x"])
   run = tmp_path / "run"
