@@ -1,18 +1,20 @@
 """Which checkpoints of a walk run walk in native MuJoCo (a diagnosis, README "Walking"): each
 is exported and played under `walk_cpu.py`'s six commands (20 s each), and scored by issue 16's
-bands (`walk_cpu.bands_met`). `--select native` plays only its validated candidates; this screens
-any checkpoints, e.g. every one whose curve point meets the target:
+bands (`walk_cpu.bands_met`). `walk_cpu.py --select native` plays every checkpoint meeting the
+target; this screens any checkpoints, beside a training or after it:
 
-  python experiments/native_screen.py RUN --out screen.json [--steps 5000,5200] [--curve curve.json]
+  python experiments/native_screen.py RUN --out OUT/native_screen.json [--steps 5000,5200] [--curve curve.json]
 
 `--curve` takes the steps whose point in a `walk_cpu.py` curve.json meets the target (with
-`--steps`, those too). One JSON line per checkpoint (its plays and the bands met, of 7); OUT
-caches them, so an interrupted screen resumes."""
+`--steps`, those too). One JSON line per checkpoint (its plays and the bands met, of 7, and how
+far off, `walk_cpu.band_miss`); OUT caches them, so an interrupted screen resumes, and
+`walk_cpu.py --out OUT --select native` reads the plays from OUT/native_screen.json."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
 import tempfile
 
@@ -47,6 +49,8 @@ def main(argv=None) -> None:
       args.out.write_text(json.dumps(done, indent=1) + "\n")
     plays = done[str(step)]
     print(json.dumps({"iteration": step, "bands_met": walk_cpu.bands_met(plays),
+                      "band_miss": (round(miss, 3) if math.isfinite(miss := walk_cpu.band_miss(plays))
+                                    else None),  # None: a fall
                       "fell": [n for n, r in plays.items() if r["fell"]], "plays": plays}),
           flush=True)
 

@@ -20,8 +20,9 @@ budget between those calls (each gets what the metrics say is left). Target (iss
 horizontal velocity-tracking error <= 0.2 m/s and fall rate <= 5% over 256 episodes of 20 s.
 
 The checkpoint reported and exported is the latest, or with `--select forward` one chosen on a
-validation criterion measured in MJX (`_select`; `--select native` adds a gate in native MuJoCo
-and a validation without randomization); the 256-episode evaluation then tests it. `--phase
+validation criterion measured in MJX, or with `--select native` the one whose native plays meet
+the most of issue 16's bands among those passing validations with and without randomization
+(`_select`); the 256-episode evaluation then tests it. `--phase
 curve` evaluates the checkpoints kept so far and stops: run beside the training, it leaves the
 report little to do.
 """
@@ -56,6 +57,7 @@ SELECT_EPISODES = 32  # per candidate checkpoint of `--select forward`
 VALIDATION_SEED = 1  # `--select forward`'s validation episodes; the final evaluation's are seed 0
 VALIDATED = 4  # `--select forward` validates this many candidates, the best forward first
 CLEAN_EPISODES = 64  # `--select native`'s validation without randomization (seed VALIDATION_SEED)
+SCREEN = "native_screen.json"  # a run's native plays per checkpoint (native_screen.py's --out)
 
 MAIN = "walk_cpu"  # the first main run (35 M env steps), beside which attempts are plotted
 RECIPE = pathlib.Path(__file__).with_name("walk_builtin.args")  # the adopted 2-hour recipe
@@ -167,25 +169,30 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> li
 
 
 def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> dict:
-  """The checkpoint to report and export. `--select latest`: the last. `--select forward`: of
-  the checkpoints whose curve point meets the target (a 64-episode screen under nominal_dr),
-  ordered by how well they track the forward play's command (0.5 m/s) in MJX (mean velocity
-  error over 32 episodes without randomization, each under that command held), the VALIDATED
-  best are validated (--episodes episodes under nominal_dr, drawn with another seed than the
-  final evaluation's: VALIDATION_SEED), and of those meeting the target there the one with the
-  fewest validation falls is chosen (a tie: the better forward). A screen of 64 cannot tell 3%
-  falls from 6%, and taking the first to pass its validation took the luckiest. If none of the
-  VALIDATED passes, the next candidates are validated in order up to the first that passes; if
-  none, the fewest validation falls. `--select native`: as forward, then the checkpoints that
-  passed are, in order of their validation falls, exported and played in native MuJoCo (the
-  report's six plays, 20 s each) and, if they pass all six (`_play_passes`), validated without
-  randomization in MJX (CLEAN_EPISODES episodes at VALIDATION_SEED); of those meeting the target
-  there too, the one whose plays come within BAND of the most of what their commands ask for
-  (`_bands`; a tie: the fewest validation falls) is chosen; if none, the one passing the most
-  of those seven checks (a sim-to-sim gate before the robot: a policy that falls once the
-  randomization is off is fragile however well it does under it; the final evaluation's 256
-  episodes still test the choice).
-  Cached in OUT/selection.json."""
+  """The checkpoint to report and export, of those whose curve point meets the target (a
+  64-episode screen under nominal_dr). `--select latest`: the last checkpoint.
+
+  `--select forward`: ordered by how well they track the forward play's command (0.5 m/s) in
+  MJX (mean velocity error over 32 episodes without randomization, each under that command
+  held), the VALIDATED best are validated (--episodes episodes under nominal_dr, drawn with
+  another seed than the final evaluation's: VALIDATION_SEED), and of those meeting the target
+  there the one with the fewest validation falls is chosen (a tie: the better forward). A screen
+  of 64 cannot tell 3% falls from 6%, and taking the first to pass its validation took the
+  luckiest. If none of the VALIDATED passes, the next candidates are validated in order up to
+  the first that passes; if none, the fewest validation falls.
+
+  `--select native` (since 2026-12-04): every one is exported and played in native MuJoCo (the
+  report's six plays, 20 s each; cached with `native_screen.py`'s plays of the run); those
+  passing all six (`_play_passes`: none falls, forward in its band) are ranked by how many of
+  issue 16's bands their plays meet (`bands_met`), a tie by how far they are off what the
+  commands ask (`band_miss`), and validated in that order, first as forward's validation, then
+  without randomization in MJX (CLEAN_EPISODES episodes at VALIDATION_SEED: a policy that falls
+  once the randomization is off is fragile however well it does under it); the first meeting
+  the target in both is chosen. If none does, forward's choice. (Until 2026-12-04 only
+  forward's validated candidates were played, which were rarely the ones meeting the most
+  bands.) The final evaluation's 256 episodes still test the choice.
+
+  Every measurement is cached in OUT/selection.json (and results/<name>/)."""
   latest = curve[-1]["iteration"]
   if args.select == "latest":
     return {"rule": "latest", "iteration": latest}
@@ -194,6 +201,8 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
   held, validation, clean, native = (
       {int(k): v for c in cached for k, v in c.get(key, {}).items()}
       for key in ("held_forward", "validation", "validation_no_dr", "native_plays"))
+  native.update({int(k): v for f in (RESULTS / args.name / SCREEN, out / SCREEN) if f.exists()
+                 for k, v in json.loads(f.read_text()).items() if int(k) not in native})
 
   def save() -> None:
     path.write_text(json.dumps({"held_forward": held, "validation": validation,
@@ -209,50 +218,58 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
       save()
     return table[step]
 
-  def played(step: int) -> list[bool]:  # whether the export passes each native play
+  def played(step: int) -> dict:  # the export's six native plays
     if step not in native:
       native[step] = native_plays(run, step, out / "native_screen")
       save()
-    return [_play_passes(name, r) for name, r in native[step].items()]
-
-  candidates = [p["iteration"] for p in curve if _reached(p)]
-  by_forward = sorted(candidates, key=lambda c: measure(
-      held, c, "--episodes", str(SELECT_EPISODES), "--dr", "none",
-      "--command", PLAYS["forward"])["lin_vel_error_mps"])
+    return native[step]
 
   def validates(table: dict, c: int, episodes: int, dr: str) -> bool:  # at VALIDATION_SEED
     return _reached(measure(table, c, "--episodes", str(episodes), "--dr", dr,
                             "--seed", str(VALIDATION_SEED)))
 
   passes = lambda c: validates(validation, c, args.episodes, TARGET_DR)
+  candidates = [p["iteration"] for p in curve if _reached(p)]
 
+  def chosen(rule: str, best: int) -> dict:
+    return {"rule": rule, "iteration": best, "candidates": candidates,
+            "held_forward": {c: held[c] for c in candidates if c in held},
+            "validation": {c: validation[c] for c in candidates if c in validation},
+            **({"validation_no_dr": {c: clean[c] for c in candidates if c in clean}}
+               if clean else {}),
+            **({"native_plays": {c: native[c] for c in candidates if c in native}}
+               if args.select == "native" else {})}
+
+  if args.select == "native":
+    standing = [c for c in candidates
+                if all(_play_passes(name, r) for name, r in played(c).items())]
+    ranked = sorted(standing, key=lambda c: (-bands_met(native[c]), band_miss(native[c])))
+    best = next((c for c in ranked
+                 if passes(c) and validates(clean, c, CLEAN_EPISODES, "none")), None)
+    if best is not None:
+      return chosen(
+          "native: of the checkpoints whose curve point meets the target, those whose export "
+          f"passes all six native plays (20 s: none falls, forward covers 10 m +-{BAND:.0%}), "
+          f"by the most of the plays' commands met within {BAND:.0%} (`bands_met`; a tie: the "
+          "least `band_miss`), the first meeting the target over "
+          f"{args.episodes} episodes at seed {VALIDATION_SEED} and without randomization "
+          f"({CLEAN_EPISODES} episodes at seed {VALIDATION_SEED})", best)
+
+  by_forward = sorted(candidates, key=lambda c: measure(
+      held, c, "--episodes", str(SELECT_EPISODES), "--dr", "none",
+      "--command", PLAYS["forward"])["lin_vel_error_mps"])
   passing = ([c for c in by_forward[:VALIDATED] if passes(c)]
              or next(([c] for c in by_forward[VALIDATED:] if passes(c)), []))
   fewest_falls = lambda c: validation[c]["fall_rate"]  # min keeps the first of a tie
-  best = min(passing or by_forward, key=fewest_falls, default=latest)
   rule = (f"forward: of the checkpoints whose curve point meets the target, the {VALIDATED} "
           f"with the least error under {PLAYS['forward']} held (MJX, {SELECT_EPISODES} "
           f"episodes, no randomization) validated over {args.episodes} episodes at seed "
           f"{VALIDATION_SEED}; of those meeting the target there, the fewest validation falls; "
           "if none, the next in order up to the first that meets it; if none, the fewest "
           "validation falls; the latest if none is screened")
-  if args.select == "native" and passing:
-    ranked = sorted(passing, key=fewest_falls)  # sorted keeps the forward order of a tie
-    clean_passes = lambda c: validates(clean, c, CLEAN_EPISODES, "none")
-    gated = [c for c in ranked if all(played(c)) and clean_passes(c)]
-    best = (max(gated, key=lambda c: bands_met(native[c])) if gated  # max: the first of a tie
-            else max(ranked, key=lambda c: sum(played(c)) + clean_passes(c)))
-    rule = ("native: " + rule.removeprefix("forward: ") + "; then of those meeting the target "
-            "whose export passes all six native plays (20 s: none falls, forward covers 10 m "
-            f"+-{BAND:.0%}) and that meet the target without randomization too "
-            f"({CLEAN_EPISODES} episodes at seed {VALIDATION_SEED}), the one within {BAND:.0%} "
-            "of the most of what the plays' commands ask for (`_bands`: distances, paths and "
-            "turns), a tie to the fewest validation falls; if none passes, the one passing the "
-            "most of those seven checks")
-  return {"rule": rule, "iteration": best, "candidates": {c: held[c] for c in candidates},
-          "validation": {c: validation[c] for c in by_forward if c in validation},
-          **({"validation_no_dr": {c: clean[c] for c in sorted(clean)}} if clean else {}),
-          **({"native_plays": {c: native[c] for c in sorted(native)}} if native else {})}
+  if args.select == "native":
+    rule = "native, none passing its plays and validations: " + rule
+  return chosen(rule, min(passing or by_forward, key=fewest_falls, default=latest))
 
 
 def native_plays(run: pathlib.Path, step: int, policy: pathlib.Path) -> dict:
@@ -273,17 +290,35 @@ def bands_met(plays: dict) -> int:
   return sum(sum(_bands(name, r).values()) for name, r in plays.items())
 
 
-def _bands(name: str, play: dict) -> dict[str, bool]:
-  """Issue 16's bands for one native play: what its command asks for over PLAY_SECONDS (the
-  distance of a straight command, the turn of a yaw command, the path and the turn of both)
-  and whether the play, standing, came within BAND of each."""
+def band_miss(plays: dict) -> float:
+  """How far a checkpoint's six native plays are off what their commands ask: the sum over
+  issue 16's seven bands of |played - asked| / asked (infinite for a fall or a missing figure),
+  which orders checkpoints meeting as many bands."""
+  return sum(m for name, r in plays.items() for m in _misses(name, r).values())
+
+
+def _asked(name: str) -> dict[str, float]:
+  """What a play's command asks for over PLAY_SECONDS: the distance of a straight command, the
+  turn of a yaw command, the path and the turn of both."""
   vx, vy, yaw_rate = (float(v) for v in PLAYS[name].split(","))
   speed = math.hypot(vx, vy)
   asked = {"path_m" if yaw_rate else "distance_m": speed * PLAY_SECONDS} if speed else {}
   if yaw_rate:
     asked["yaw_change_rad"] = yaw_rate * PLAY_SECONDS
+  return asked
+
+
+def _misses(name: str, play: dict) -> dict[str, float]:
+  """Per band of one play, |played - asked| / asked; infinite if it fell or lacks the figure."""
+  return {k: abs(play[k] - v) / abs(v) if not play["fell"] and play.get(k) is not None
+          else math.inf for k, v in _asked(name).items()}
+
+
+def _bands(name: str, play: dict) -> dict[str, bool]:
+  """Issue 16's bands for one native play: whether the play, standing, came within BAND of
+  what its command asks for (`_asked`)."""
   return {k: not play["fell"] and play.get(k) is not None and abs(play[k] - v) <= BAND * abs(v)
-          for k, v in asked.items()}
+          for k, v in _asked(name).items()}
 
 
 def _play_passes(name: str, play: dict) -> bool:

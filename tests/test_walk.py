@@ -573,25 +573,28 @@ def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(t
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 1000
 
 
-def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, monkeypatch):
-  """`--select native` by hand: `--select forward`'s validation, then of the checkpoints that
-  pass it and whose export passes all six native plays (none falls; forward 0.5 m/s covers 8-12
-  m in 20 s) and that meet the target without randomization too (64 episodes at seed 1), the
-  one within 20% of the most of what the plays' commands ask for, a tie to the fewest
-  validation falls; if none passes, the one passing the most of those seven checks; each
-  checkpoint exported, played and validated once (cached)."""
+def test_walk_cpu_select_native_plays_every_checkpoint_and_validates_the_most_bands_first(
+    tmp_path, monkeypatch):
+  """`--select native` by hand: every checkpoint whose curve point meets the target is exported
+  and played natively (six plays of 20 s) once; of those passing all six (none falls, forward
+  0.5 m/s covers 8-12 m), in order of the bands met (a tie: the least summed relative miss), the
+  first meeting the target in its validation (256 episodes at seed 1) and without
+  randomization (64 at seed 1) is chosen; none: `--select forward`'s choice. Plays already in
+  OUT/native_screen.json (`native_screen.py`'s) are not played again."""
   walk_cpu = _experiment_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   monkeypatch.setattr(walk_cpu, "keep", lambda path, name: None)
-  monkeypatch.setattr(walk_cpu, "VALIDATED", 3)
   curve = [{"iteration": i, "lin_vel_error_mps": 0.15, "fall_rate": 0.0} for i in (2, 4, 6, 8)]
-  held = {2: 0.09, 4: 0.10, 6: 0.11, 8: 0.30}  # 8 is not among the best three: never played
-  falls = {2: 0.04, 4: 0.02, 6: 0.03}  # validation: all pass; order of falls 4, 6, 2
-  fell = {2: set(), 4: {"0,-0.3,0"}, 6: set()}  # 4 falls sideways right natively
-  forward_m = {2: 10.0, 4: 10.0, 6: 11.9}  # the forward play's distance in 20 s
-  sideways_m = {2: 3.0, 4: 3.0, 6: 3.0}  # both sideways plays' (6 m asked: 4.8-7.2 m)
-  clean_falls = {2: 0.0, 4: 0.0, 6: 0.0}  # validation without randomization: all pass
-  played, exported, cleaned = [], [], []
+  curve.append({"iteration": 10, "lin_vel_error_mps": 0.25, "fall_rate": 0.0})  # misses
+  # per checkpoint, each play's distance (m) where it differs from 3 m; 4 falls sideways right
+  distance = {2: {"0.5,0,0": 10.0}, 4: {"0.5,0,0": 10.0, "0,0.3,0": 6.0, "0,-0.3,0": 6.0},
+              6: {"0.5,0,0": 11.9, "0,0.3,0": 6.0, "0,-0.3,0": 6.0},  # 3 bands, 0.19 off
+              8: {"0.5,0,0": 10.0, "0,0.3,0": 6.0, "0,-0.3,0": 6.0}}  # 3 bands, 0 off
+  fell = {2: set(), 4: {"0,-0.3,0"}, 6: set(), 8: set()}
+  falls = {2: 0.04, 4: 0.0, 6: 0.03, 8: 0.06}  # validation: 8 fails it
+  clean_falls = {2: 0.0, 4: 0.0, 6: 0.0, 8: 0.0}
+  held = {2: 0.09, 4: 0.10, 6: 0.11, 8: 0.12}  # `--select forward`'s order
+  exported, validated, cleaned = [], [], []
 
   def fake(command, *argv, env=None):
     if command == "export":
@@ -599,21 +602,22 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
       pathlib.Path(argv[argv.index("--out") + 1]).mkdir()
       return {}
     if command == "play":
-      assert pathlib.Path(argv[0]).is_dir() and argv[argv.index("--seconds") + 1] == "20"
-      played.append((exported[-1], argv[argv.index("--command") + 1]))
-      command = argv[argv.index("--command") + 1]
-      distance = {"0.5,0,0": forward_m, "0,0.3,0": sideways_m, "0,-0.3,0": sideways_m}.get(
-          command, {2: 3.0, 4: 3.0, 6: 3.0})[exported[-1]]
-      return {"fell": command in fell[exported[-1]], "distance_m": distance,
-              "path_m": distance + 0.5, "yaw_change_rad": 0.1, "survived_s": 20.0}
+      assert argv[argv.index("--seconds") + 1] == "20"
+      play = argv[argv.index("--command") + 1]
+      d = distance[exported[-1]].get(play, 3.0)
+      return {"fell": play in fell[exported[-1]], "distance_m": d, "path_m": d,
+              "yaw_change_rad": 0.1, "survived_s": 20.0}
     step = int(argv[argv.index("--step") + 1])
     if "--command" in argv:
       return {"lin_vel_error_mps": held[step], "mean_forward_velocity_mps": 0.5, "fall_rate": 0}
+    assert argv[argv.index("--seed") + 1] == "1"
     if argv[argv.index("--dr") + 1] == "none":
-      assert argv[argv.index("--episodes") + 1] == "64" and argv[argv.index("--seed") + 1] == "1"
+      assert argv[argv.index("--episodes") + 1] == "64"
       cleaned.append(step)
       return {"lin_vel_error_mps": 0.15, "mean_forward_velocity_mps": 0.4,
               "fall_rate": clean_falls[step]}
+    assert argv[argv.index("--episodes") + 1] == "256" and "nominal_dr" in argv
+    validated.append(step)
     return {"lin_vel_error_mps": 0.15, "mean_forward_velocity_mps": 0.4, "fall_rate": falls[step]}
 
   monkeypatch.setattr(walk_cpu, "mjxgap", fake)
@@ -623,31 +627,32 @@ def test_walk_cpu_select_native_gates_the_validated_on_native_plays(tmp_path, mo
     (tmp_path / name).mkdir(exist_ok=True)
     return walk_cpu._select(tmp_path / "run", tmp_path / name, curve, args)
 
-  assert select("t", "forward")["iteration"] == 4 and played == cleaned == []  # fewest falls
-  chosen = select("t")  # 4 falls natively; 6 and 2 meet one band each (forward): 6, fewer falls
-  assert chosen["iteration"] == 6 and exported == [4, 6, 2] and cleaned == [6, 2]
-  assert chosen["validation_no_dr"][6]["fall_rate"] == 0.0  # 4 fell: not validated
-  assert sorted(played) == sorted((s, c) for s in (4, 6, 2) for c in walk_cpu.PLAYS.values())
+  # 8 and 6 meet three bands (forward, both sideways), 8 closer to the asks; 8 fails its
+  # validation, 6 passes both: 6; 2 (one band) is never validated, 10 never played
+  chosen = select("t")
+  assert chosen["iteration"] == 6 and chosen["rule"].startswith("native:")
+  assert exported == [2, 4, 6, 8] and validated == [8, 6] and cleaned == [6]
   assert chosen["native_plays"][4]["sideways_right"] == {  # kept: all but survived_s
-      "fell": True, "distance_m": 3.0, "path_m": 3.5, "yaw_change_rad": 0.1}
-  assert chosen["rule"].startswith("native:")
-  assert select("t")["iteration"] == 6 and exported == [4, 6, 2]  # cached in OUT/selection.json
-  sideways_m.update({2: 6.0, 4: 6.0})  # 2 steps sideways in both bands (4 would, but falls)
-  assert select("v")["iteration"] == 2
-  sideways_m.update({2: 7.3})  # just over 6 m + 20%: back to one band, a tie lost on falls
-  assert select("v2")["iteration"] == 6
-  sideways_m.update({2: 3.0, 4: 3.0})
-  fell.update({2: {"0,0,0.8", "0,0.3,0"}, 6: {"0,0,0.8"}})  # none stays up in all six
-  assert select("u")["iteration"] == 4  # five plays and clean; 6 the same, but more falls
-  fell.update({2: set(), 6: set()})
-  forward_m.update({6: 12.1})  # 6 stays up but walks over 12 m forward: 2 passes all six
-  assert select("w")["iteration"] == 2
-  forward_m.update({6: 11.9})
-  clean_falls.update({6: 4 / 64})  # 6 passes the plays but falls in 4 of 64 without randomization
-  assert select("x")["iteration"] == 2
-  clean_falls.update({2: 4 / 64, 4: 4 / 64})  # none passes all seven: 4 five, 6 and 2 six
-  assert select("y")["iteration"] == 6
-  assert not (tmp_path / "w" / "native_screen").exists()
+      "fell": True, "distance_m": 6.0, "path_m": 6.0, "yaw_change_rad": 0.1}
+  assert chosen["candidates"] == [2, 4, 6, 8] and chosen["held_forward"] == {}
+  assert select("t")["iteration"] == 6 and exported == [2, 4, 6, 8]  # cached
+  assert validated == [8, 6] and cleaned == [6]
+  assert select("t", "forward")["iteration"] == 4  # the fewest validation falls, natively or not
+
+  # a second run whose screen (native_screen.py's) holds 2's and 4's plays
+  (tmp_path / "s").mkdir()
+  screen = json.loads((tmp_path / "t" / "selection.json").read_text())["native_plays"]
+  (tmp_path / "s" / "native_screen.json").write_text(json.dumps({k: screen[k] for k in "24"}))
+  exported.clear()
+  clean_falls[6] = 4 / 64  # 6 falls without randomization: the one band of 2 is next
+  assert select("s")["iteration"] == 2 and exported == [6, 8]
+  clean_falls[2] = 4 / 64  # none passes: forward's choice
+  chosen = select("s2")
+  assert chosen["iteration"] == 4 and chosen["rule"].startswith("native, none passing")
+  distance[6]["0.5,0,0"] = 12.1  # 6 walks over 12 m: out of the plays' gate
+  distance[8]["0.5,0,0"] = 10.5
+  falls[8] = 0.05
+  assert select("u")["iteration"] == 8  # 8 now validates and is the only one left with 3
 
 
 def test_native_screen_plays_the_checkpoints_meeting_the_target(tmp_path, monkeypatch, capsys):
@@ -682,8 +687,8 @@ def test_native_screen_plays_the_checkpoints_meeting_the_target(tmp_path, monkey
   screen.main([*run, "--steps", "8"])
   lines = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
   # 4: all seven bands; 6: half of each ask is out of every band; 8: the two sideways fall
-  assert [(l["iteration"], l["bands_met"], l["fell"]) for l in lines] == [
-      (4, 7, []), (6, 0, []), (8, 5, ["sideways", "sideways_right"])]
+  assert [(l["iteration"], l["bands_met"], l["band_miss"], l["fell"]) for l in lines] == [
+      (4, 7, 0.0, []), (6, 0, 3.5, []), (8, 5, None, ["sideways", "sideways_right"])]
   assert exported == [4, 6, 8] and len(played) == 18
   assert sorted(json.loads(out.read_text())) == ["4", "6", "8"]
   screen.main(run)  # cached: nothing exported again
@@ -715,6 +720,13 @@ def test_walk_cpu_native_bands_by_hand():
   assert walk_cpu._bands("forward", play(distance_m=10.0, fell=True)) == {"distance_m": False}
   assert walk_cpu._bands("forward_turn", {"fell": False, "distance_m": 16.0}) == {
       "path_m": False, "yaw_change_rad": False}
+  # how far off: the summed |played - asked| / asked of the seven, infinite for a fall
+  plays = {"forward": play(distance_m=11.0), "backward": play(distance_m=9.0),
+           "sideways": play(distance_m=3.0), "sideways_right": play(distance_m=6.0),
+           "turn": play(yaw_change_rad=8.0), "forward_turn": play(path_m=16.0, yaw_change_rad=5.0)}
+  assert walk_cpu.band_miss(plays) == pytest.approx(0.1 + 0.1 + 0.5 + 0.0 + 0.5 + 0.0 + 0.5)
+  assert walk_cpu.bands_met(plays) == 4
+  assert walk_cpu.band_miss({**plays, "turn": play(yaw_change_rad=16.0, fell=True)}) == math.inf
 
 
 def test_walking_recipe_file_is_its_committed_run(tmp_path):
@@ -750,31 +762,39 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   assert walk_cpu._adopted() == args.name
   sidecar = json.loads((walk_cpu.RESULTS / "policies/walk_builtin/policy.json").read_text())
   chosen = checkpoint.steps(run)[-1]
+  kept = walk_cpu.RESULTS / args.name
+  meets = lambda p: p["lin_vel_error_mps"] <= 0.2 and p["fall_rate"] <= 0.05
   if args.select in ("forward", "native"):  # the rule recomputed from the committed files
-    kept = walk_cpu.RESULTS / args.name
     selection = json.loads((kept / "selection.json").read_text())
-    held, validation = selection["held_forward"], selection["validation"]
-    meets = lambda p: p["lin_vel_error_mps"] <= 0.2 and p["fall_rate"] <= 0.05
-    by_forward = sorted((str(p["iteration"]) for p in json.loads((kept / "curve.json").read_text())
-                         if meets(p)), key=lambda i: held[i]["lin_vel_error_mps"])
-    # the best four validated, the fewest falls of those passing; else the first to pass after
-    passing = ([i for i in by_forward[:4] if meets(validation[i])]
-               or next(([i] for i in by_forward[4:] if meets(validation[i])), []))
-    ranked = sorted(passing or by_forward, key=lambda i: validation[i]["fall_rate"])
-    chosen = int(ranked[0])
-  if args.select == "native" and passing:  # ...then of those up natively and without DR...
-    clean = lambda i: meets(selection["validation_no_dr"][i])
-    plays = lambda i: [not p["fell"] and (name != "forward" or 8 <= p["distance_m"] <= 12)
-                       for name, p in selection["native_plays"][i].items()]
+    held, validation = selection.get("held_forward", {}), selection["validation"]
+    candidates = [str(p["iteration"]) for p in json.loads((kept / "curve.json").read_text())
+                  if meets(p)]
+  chosen_natively = None
+  if args.select == "native":  # since 2026-12-04: every candidate's plays (selection, screen)
+    screen = kept / "native_screen.json"
+    plays = {**(json.loads(screen.read_text()) if screen.exists() else {}),
+             **selection.get("native_plays", {})}
     asked = {"forward": {"distance_m": 10}, "backward": {"distance_m": 10},
              "sideways": {"distance_m": 6}, "sideways_right": {"distance_m": 6},
              "turn": {"yaw_change_rad": 16}, "forward_turn": {"path_m": 16, "yaw_change_rad": 10}}
-    bands = lambda i: sum(not p["fell"] and k in p and abs(p[k] - v) <= 0.2 * v  # k: since
-                          for name, p in selection["native_plays"][i].items()  # 2026-12-02
-                          for k, v in asked[name].items())
-    gated = [i for i in ranked if all(plays(i)) and clean(i)]  # ...the most bands met
-    chosen = int(max(gated, key=bands) if gated else
-                 max(ranked, key=lambda i: sum(plays(i)) + clean(i)))
+    up = lambda i: all(not p["fell"] and (name != "forward" or 8 <= p["distance_m"] <= 12)
+                       for name, p in plays[i].items())
+    bands = lambda i: sum(not p["fell"] and k in p and abs(p[k] - v) <= 0.2 * v
+                          for name, p in plays[i].items() for k, v in asked[name].items())
+    miss = lambda i: sum(abs(p[k] - v) / v if not p["fell"] and k in p else math.inf
+                         for name, p in plays[i].items() for k, v in asked[name].items())
+    # the most bands first, then the least miss; the first validating with and without DR
+    for i in sorted(filter(up, candidates), key=lambda i: (-bands(i), miss(i))):
+      if meets(validation[i]) and meets(selection["validation_no_dr"][i]):
+        chosen_natively = int(i)
+        break
+  if args.select in ("forward", "native") and chosen_natively is None:
+    by_forward = sorted(candidates, key=lambda i: held[i]["lin_vel_error_mps"])
+    # the best four validated, the fewest falls of those passing; else the first to pass after
+    passing = ([i for i in by_forward[:4] if meets(validation[i])]
+               or next(([i] for i in by_forward[4:] if meets(validation[i])), []))
+    chosen = int(min(passing or by_forward, key=lambda i: validation[i]["fall_rate"]))
+  chosen = chosen_natively or chosen
   assert chosen in checkpoint.steps(run)
   assert sidecar["checkpoint_iteration"] == chosen
   assert sidecar["training_config_sha256"] == config_sha256(load_config(run, validate=False))
