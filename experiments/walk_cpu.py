@@ -294,7 +294,7 @@ def band_miss(plays: dict) -> float:
   """How far a checkpoint's six native plays are off what their commands ask: the sum over
   issue 16's seven bands of |played - asked| / asked (infinite for a fall or a missing figure),
   which orders checkpoints meeting as many bands."""
-  return sum(m for name, r in plays.items() for m in _misses(name, r).values())
+  return sum(off / asked for name, r in plays.items() for off, asked in _off(name, r).values())
 
 
 def _asked(name: str) -> dict[str, float]:
@@ -308,17 +308,17 @@ def _asked(name: str) -> dict[str, float]:
   return asked
 
 
-def _misses(name: str, play: dict) -> dict[str, float]:
-  """Per band of one play, |played - asked| / asked; infinite if it fell or lacks the figure."""
-  return {k: abs(play[k] - v) / abs(v) if not play["fell"] and play.get(k) is not None
-          else math.inf for k, v in _asked(name).items()}
+def _off(name: str, play: dict) -> dict[str, tuple[float, float]]:
+  """Per band of one play, (|played - asked|, |asked|); infinitely off if the play fell or
+  lacks the figure (recorded before it existed)."""
+  return {k: (abs(play[k] - v) if not play["fell"] and play.get(k) is not None else math.inf,
+              abs(v)) for k, v in _asked(name).items()}
 
 
 def _bands(name: str, play: dict) -> dict[str, bool]:
   """Issue 16's bands for one native play: whether the play, standing, came within BAND of
   what its command asks for (`_asked`)."""
-  return {k: not play["fell"] and play.get(k) is not None and abs(play[k] - v) <= BAND * abs(v)
-          for k, v in _asked(name).items()}
+  return {k: off <= BAND * asked for k, (off, asked) in _off(name, play).items()}
 
 
 def _play_passes(name: str, play: dict) -> bool:
