@@ -19,6 +19,7 @@ import types
 import numpy as np
 
 from common import fail
+from mjxgap import contract
 from mjxgap.deploy.play import load_policy, play
 from mjxgap.env import rewards
 from mjxgap.env.quantities import Measure
@@ -45,11 +46,15 @@ def main(argv=None) -> None:
     spec = load_policy(args.policy).spec
   except UserError as e:
     fail(str(e))
-  frequency = spec.get("gait", {}).get("frequency_hz", 0.0)
-  if not frequency:
+  gait = spec.get("gait", {})
+  if not gait.get("frequency_hz", 0.0):
     fail(f"{args.policy}: policy.json has no gait clock (gait.frequency_hz): not a walk policy")
   robot = load_robot(spec["robot_source"], ctrl_dt=spec["control_period_s"])
-  config = task_config("walk", {"gait_frequency_hz": frequency,
+  slopes = tuple(gait.get("frequency_hz_per_command", (0.0, 0.0, 0.0)))
+  # the play holds one command, so the clock runs at one rate: cycles = step x period x rate
+  frequency = float(contract.gait_frequency(command, gait["frequency_hz"], slopes, np))
+  config = task_config("walk", {"gait_frequency_hz": gait["frequency_hz"],
+                                "gait_frequency_hz_per_command": slopes,
                                 "ctrl_dt": spec["control_period_s"]})
   measure = Measure(robot, config, lambda episode: None, 0)
   dt = spec["control_period_s"]
@@ -62,7 +67,7 @@ def main(argv=None) -> None:
     q = types.SimpleNamespace(
         feet_offset_m=measure.feet_offset(data.qpos, data.xpos, np),
         feet_nominal_offset_m=np.asarray(measure.feet_nominal_offset),
-        feet_phase=measure.gait_phase(step),  # the env's clock, every foot's phase
+        feet_phase=np.asarray(measure.gait_phase(contract.gait_cycles_at(step, dt, frequency))),
         gait_period_s=1.0 / frequency, command=command)
     if step * dt > SETTLE_S:
       penalties.append(float(rewards.feet_placement(q)))

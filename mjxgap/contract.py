@@ -63,12 +63,32 @@ def heading(quat_wxyz, xp):
   return xp.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-def gait_phase(control_step, ctrl_dt_s: float, frequency_hz: float, xp):
-  """The gait clock's phase (rad, in [0, 2 pi)) at control step `control_step` of an episode
-  (0 at its start): the first foot's; the second foot is half a cycle (pi) later. The actor
-  observes (cos, sin) of it; the robot counts control steps from the policy's start."""
-  cycles = control_step * (ctrl_dt_s * frequency_hz)
+def gait_phase(cycles, xp):
+  """The gait clock's phase (rad, in [0, 2 pi)) after `cycles` cycles: the first foot's; the
+  second foot is half a cycle (pi) later. The actor observes (cos, sin) of it."""
   return 2.0 * math.pi * (cycles - xp.floor(cycles))
+
+
+def gait_cycles_at(control_step, ctrl_dt_s: float, frequency_hz: float):
+  """The cycles of a clock at a fixed `frequency_hz` at control step `control_step` of an
+  episode (0 at its start)."""
+  return control_step * (ctrl_dt_s * frequency_hz)
+
+
+def gait_frequency(command, frequency_hz: float, frequency_hz_per_command, xp):
+  """Hz: the gait clock's rate under `command` (forward m/s, lateral m/s, yaw rad/s):
+  `frequency_hz` plus each axis's magnitude times its slope in `frequency_hz_per_command` (Hz per
+  m/s, per m/s, per rad/s). Magnitudes, so a mirrored command steps at the same rate."""
+  return frequency_hz + xp.sum(xp.asarray(frequency_hz_per_command) * xp.abs(command), axis=-1)
+
+
+def advance_gait(cycles, command, ctrl_dt_s: float, frequency_hz: float,
+                 frequency_hz_per_command, xp):
+  """The clock's cycles (in [0, 1)) one control step after `cycles`, the step taken under
+  `command`: with a command-dependent rate the phase is integrated, not step x frequency. Both
+  the env and the robot's runtime advance it here, from 0 at the episode's (policy's) start."""
+  new = cycles + ctrl_dt_s * gait_frequency(command, frequency_hz, frequency_hz_per_command, xp)
+  return new - xp.floor(new)
 
 
 def fallen(height_m, projected_gravity_z, fall_height_m, max_tilt_rad, xp):

@@ -45,6 +45,10 @@ def test_help_from_another_directory(tmp_path):
     (["rollout", "--task", "fly"], "unknown task 'fly'"),
     (["bench", "train", "--set", "ppo.num_epoch=8"], "PPOConfig has no field 'num_epoch'"),
     (["nonsense"], "invalid choice"),
+    (["train", "--task", "walk", "--set", "task.gait_frequency_hz_per_command=0,-2,0"],
+     "gait_frequency_hz_per_command must be three numbers >= 0"),
+    (["train", "--task", "stand", "--set", "task.gait_frequency_hz_per_command=0,2,0"],
+     "gait_frequency_hz_per_command needs a gait clock"),
 ])
 def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
   with pytest.raises(SystemExit) as e:

@@ -151,6 +151,9 @@ def test_sidecar_describes_robot_action_and_observation(exported, jax_policy, bu
   assert info["observation"]["frames"] == 1
   assert info["observation"]["frame_size"] == info["observation"]["size"]
   assert [t["offset"] for t in terms] == list(np.cumsum([0] + [t["size"] for t in terms])[:-1])
+  assert info["gait"]["frequency_hz"] == env.config.gait_frequency_hz  # stand: no clock
+  assert info["gait"]["frequency_hz_per_command"] == list(
+      env.config.gait_frequency_hz_per_command)  # what runtime.advance_gait reads
   assert info["trained_with"]["randomization"] == "nominal_dr"
   assert info["trained_with"]["adr"] is None
   assert info["parity"]["observations"] == 2000 and info["parity"]["max_abs_diff_onnx"] <= 1e-5

@@ -35,13 +35,34 @@ def test_gait_phase_by_hand():
   # 0.02 s x 1.5 Hz = 0.03 cycles per step
   for step, phase in ((0, 0.0), (10, 0.6 * math.pi), (34, 0.04 * math.pi), (100, 0.0)):
     for xp in (np, jnp):
-      got = float(contract.gait_phase(xp.asarray(step), 0.02, 1.5, xp))
+      got = float(contract.gait_phase(contract.gait_cycles_at(xp.asarray(step), 0.02, 1.5), xp))
       assert math.isclose(got % (2 * math.pi), phase, abs_tol=1e-5) or \
           math.isclose(got, 2 * math.pi, abs_tol=1e-5) and phase == 0.0, (step, xp.__name__)
 
 
-def _readings(env, s, control_step: int) -> dict:
-  """What a robot reads at `s`, in the runtime's terms (no noise or delay here)."""
+def test_gait_clock_rate_following_the_command_by_hand():
+  slopes = (0.5, 2.0, 0.6)  # Hz per m/s forward, m/s lateral, rad/s yaw
+  for xp in (np, jnp):
+    # 1.5 + 0.5 x 0.4 + 2 x 0.3 + 0.6 x 0.5 = 2.6 Hz, signs ignored (a mirror steps alike)
+    for command in ((0.4, -0.3, 0.5), (-0.4, 0.3, -0.5)):
+      got = float(contract.gait_frequency(xp.asarray(command), 1.5, slopes, xp))
+      assert math.isclose(got, 2.6, rel_tol=1e-6), (command, xp.__name__)
+    # 0.02 s x 2.6 Hz = 0.052 cycles: 0.9 -> 0.952, and 0.97 wraps to 0.022
+    for start, want in ((0.9, 0.952), (0.97, 0.022), (0.0, 0.052)):
+      got = float(contract.advance_gait(xp.asarray(start), xp.asarray((0.4, -0.3, 0.5)), 0.02,
+                                        1.5, slopes, xp))
+      assert math.isclose(got, want, abs_tol=1e-6), (start, xp.__name__)
+    # no slopes: the fixed clock, 0.03 cycles a step
+    got = contract.advance_gait(xp.asarray(0.5), xp.asarray((1.0, 0.3, 0.8)), 0.02, 1.5,
+                                (0.0, 0.0, 0.0), xp)
+    assert math.isclose(float(got), 0.53, abs_tol=1e-6)
+
+
+def _readings(env, s, control_step: int, gait_cycles: float | None = None) -> dict:
+  """What a robot reads at `s`, in the runtime's terms (no noise or delay here); the gait clock
+  by default the fixed one's, `control_step` x period x frequency."""
+  if gait_cycles is None:
+    gait_cycles = control_step * env.dt * env.config.gait_frequency_hz
   d, r = s.pipeline_state, env.robot
   return {"base_quat_wxyz": np.asarray(d.qpos[3:7], np.float64),
           "base_ang_vel": np.asarray(d.qvel[3:6], np.float64),
@@ -49,13 +70,65 @@ def _readings(env, s, control_step: int) -> dict:
           "joint_pos": np.asarray(d.qpos[r.qpos_adr], np.float64),
           "joint_vel": np.asarray(d.qvel[r.qvel_adr], np.float64),
           "last_action": np.asarray(s.info["last_action"]),
-          "command": np.asarray(s.info["command"]), "control_step": control_step}
+          "command": np.asarray(s.info["command"]), "gait_cycles": gait_cycles}
 
 
 def _spec(env, frames: int = 1) -> dict:
+  gait = {"frequency_hz": env.config.gait_frequency_hz}
+  if env.config.integrated_gait:
+    gait["frequency_hz_per_command"] = list(env.config.gait_frequency_hz_per_command)
   return {"observation": {"terms": env.observation_layout("actor"), "frames": frames},
           "default_joint_pos_rad": env.robot.default_joint_pos.tolist(),
-          "control_period_s": env.dt, "gait": {"frequency_hz": env.config.gait_frequency_hz}}
+          "control_period_s": env.dt, "gait": gait,
+          "action": {"size": env.robot.nu, "scale_rad": env.config.action_scale_rad},
+          "onnx": {"input": "obs", "output": "action"}}
+
+
+class _RecordingSession:
+  """Stands in for onnxruntime: records each input, returns the next of `actions`."""
+
+  def __init__(self, actions):
+    self.inputs, self.actions = [], list(actions)
+
+  def run(self, outputs, feeds):
+    self.inputs.append(feeds["obs"][0].copy())
+    return [self.actions[len(self.inputs) - 1][None]]
+
+
+def test_gait_clock_following_the_command_on_both_sides(builtin_robot):
+  """With `gait_frequency_hz_per_command` the clock's phase is integrated under the commands in
+  force: the env's phase, a by-hand float64 integration and the runtime `Policy`'s (fed the
+  same readings, its network replaced by the env's actions) agree step by step, across command
+  changes every 5 steps; a fixed clock would be off by more than 0.1 cycle."""
+  slopes = (0.5, 2.0, 0.6)
+  env = make_env("walk", builtin_robot, {"gait_frequency_hz_per_command": slopes,
+                                         "command_resample_s": 0.1, "zero_command_prob": 0.0})
+  fixed = make_env("walk", builtin_robot)  # its state has no clock: old checkpoints restore
+  assert set(jax.eval_shape(fixed.reset, jax.random.PRNGKey(0)).info) == \
+      set(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).info) - {"gait_cycles"}
+  rng = np.random.default_rng(1)
+  actions = [rng.uniform(-0.3, 0.3, env.robot.nu).astype(np.float32) for _ in range(40)]
+  policy = runtime.Policy.__new__(runtime.Policy)  # the runtime without an ONNX file
+  policy.spec = _spec(env)
+  policy.session = _RecordingSession(actions)
+  policy.history = runtime.ObservationHistory(policy.spec)
+  policy.reset()
+  step = jax.jit(env.step)
+  s = jax.jit(env.reset)(jax.random.PRNGKey(5))
+  cycles, commands, off = 0.0, set(), 0.0
+  for k, action in enumerate(actions):
+    command = np.asarray(s.info["command"], np.float64)
+    commands.add(tuple(command))
+    wrapped = abs(float(s.info["gait_cycles"]) - cycles % 1.0)
+    assert min(wrapped, 1 - wrapped) < 2e-5, (k, float(s.info["gait_cycles"]), cycles)
+    readings = _readings(env, s, k)
+    del readings["last_action"], readings["gait_cycles"]  # the runtime keeps both itself
+    policy.act(readings)
+    np.testing.assert_allclose(policy.session.inputs[-1], s.obs["state"], rtol=1e-5, atol=5e-5)
+    off = max(off, abs((cycles - k * env.dt * env.config.gait_frequency_hz + 0.5) % 1.0 - 0.5))
+    cycles += env.dt * (env.config.gait_frequency_hz + np.dot(slopes, np.abs(command)))
+    s = step(s, jnp.asarray(action))
+  assert len(commands) >= 6 and off > 0.1, (len(commands), off)
 
 
 def test_runtime_observation_is_the_envs_for_walk(walk):

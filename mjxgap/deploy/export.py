@@ -221,8 +221,11 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
       "command": {"terms": ["forward_velocity_mps", "lateral_velocity_mps", "yaw_rate_rad_s"],
                   "ranges": [list(r) for r in task.command_ranges]},
       "gait": {"frequency_hz": task.gait_frequency_hz,
-               "note": "gait_phase = 2 pi frac(control_step * control_period_s * frequency_hz), "
-                       "control_step counted from 0 at the policy's start"},
+               "frequency_hz_per_command": list(task.gait_frequency_hz_per_command),
+               "note": "gait_phase = 2 pi cycles; cycles start at 0 with the policy and advance "
+                       "after each control step by control_period_s * (frequency_hz + "
+                       "sum_i frequency_hz_per_command[i] * |command[i]|) under that step's "
+                       "command, wrapped to [0, 1) (mjxgap.contract.advance_gait)"},
       "trained_with": {"randomization": _randomization_label(config.dr),
                        # a network by its copy in this folder, not the training machine's path
                        "actuator": (f"net:{ACTUATOR_FOLDER}" if net_dir(config)

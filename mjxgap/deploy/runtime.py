@@ -37,9 +37,18 @@ TERMS = {
     "joint_vel": lambda r, spec: r["joint_vel"],
     "last_action": lambda r, spec: r["last_action"],
     "command": lambda r, spec: r["command"],
-    "gait_phase": lambda r, spec: _clock(contract.gait_phase(
-        r["control_step"], spec["control_period_s"], spec["gait"]["frequency_hz"], np)),
+    "gait_phase": lambda r, spec: _clock(contract.gait_phase(r["gait_cycles"], np)),
 }
+
+
+def advance_gait(spec: dict, cycles: float, command) -> float:
+  """The gait clock's cycles one control step after `cycles`, the step run under `command`, at
+  policy.json's rate: `gait.frequency_hz` plus `gait.frequency_hz_per_command` (absent in the
+  policies of a fixed clock: zeros) times the command's magnitudes."""
+  gait = spec["gait"]
+  return float(contract.advance_gait(
+      np.float64(cycles), np.asarray(command, np.float64), spec["control_period_s"],
+      gait["frequency_hz"], gait.get("frequency_hz_per_command", (0.0, 0.0, 0.0)), np))
 
 
 def _clock(phase_rad: float) -> np.ndarray:
@@ -50,7 +59,7 @@ def observation(spec: dict, readings: dict) -> np.ndarray:
   """The actor observation [obs] float32 from `readings`: `base_quat_wxyz` (4, base to world),
   `base_ang_vel` (rad/s, base frame, 3), `joint_pos` and `joint_vel` (rad, rad/s, in
   `joint_names` order), `last_action` (the previous policy output), `command` (3),
-  `control_step` (control steps since the policy started: the gait clock's time) and, for a
+  `gait_cycles` (the gait clock: `Policy` advances it by `advance_gait`) and, for a
   policy that observes `base_lin_vel`, `base_lin_vel` (m/s, base frame, 3: a state
   estimate)."""
   parts = []
@@ -105,16 +114,17 @@ class Policy:
   def reset(self) -> None:
     """A new start: no previous action or observations, the gait clock at 0."""
     self.last_action = np.zeros(self.spec["action"]["size"], np.float32)
-    self.control_step = 0
+    self.gait_cycles = 0.0
     self.history.reset()
 
   def act(self, readings: dict) -> np.ndarray:
     """One control step: the action (kept as the next step's `last_action`)."""
     obs = self.history({**readings, "last_action": self.last_action,
-                        "control_step": self.control_step})
+                        "gait_cycles": self.gait_cycles})
     self.last_action = self.session.run([self.spec["onnx"]["output"]],
                                         {self.spec["onnx"]["input"]: obs[None]})[0][0]
-    self.control_step += 1
+    if "gait" in self.spec:
+      self.gait_cycles = advance_gait(self.spec, self.gait_cycles, readings["command"])
     return self.last_action
 
   def joint_targets(self, action: np.ndarray) -> np.ndarray:

@@ -180,6 +180,8 @@ class LocomotionEnv(Env):
         "push_countdown": self.sampler.pushes.countdown(k_push),
         "push_velocity": jnp.zeros(2),
     }
+    if self.config.integrated_gait:  # the clock's phase, integrated under the commands
+      info["gait_cycles"] = jnp.zeros(())
     if self.actuator is not None:
       info["actuator_history"] = jnp.zeros((self.actuator.history_steps, self.robot.nu, 2))
     q = self._quantities(data, zeros_u, info, feet_down, jnp.zeros(self.n_feet, bool),
@@ -196,6 +198,9 @@ class LocomotionEnv(Env):
     rng, k_cmd, k_jitter, k_noise, k_push = jax.random.split(info["rng"], 5)
     data0 = state.pipeline_state
     step = info["step"] + 1
+    if "gait_cycles" in info:  # the clock advances at the rate of the command this step runs
+      info = {**info, "gait_cycles": self._quantities.advance_gait(info["gait_cycles"],
+                                                                   info["command"])}
     # first: reward, actor and critic all see this step's command
     info = {**info, "step": step,
             "command": self.commands.at_step(step, info["command"], k_cmd)}

@@ -52,7 +52,7 @@ OBSERVATION_TERMS: dict[str, ObservationTerm] = {
         "commanded forward velocity, lateral velocity, yaw rate", "command"),
     "gait_phase": ObservationTerm(
         _clock, "1", "cos and sin of the gait clock's phase (first foot; "
-        "mjxgap.contract.gait_phase of the control step)", "half_cycle"),
+        "mjxgap.contract.gait_phase of the clock's cycles)", "half_cycle"),
     "base_lin_vel": ObservationTerm(
         lambda q: q.base_lin_vel, "m/s", "base linear velocity in the base frame (privileged; "
         "in an actor, a robot's state estimate)", "polar"),

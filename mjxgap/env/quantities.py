@@ -136,10 +136,31 @@ class Measure:
     """m [nfeet, 2]: the feet bodies' horizontal positions (world frame)."""
     return data.xpos[self._feet_body, :2]
 
-  def gait_phase(self, step) -> jax.Array:
-    """rad [nfeet]: each foot's phase at control step `step`, the feet evenly apart."""
+  def _gait_period(self, command) -> jax.Array:
+    """s: one cycle of the gait clock at `command`'s rate (0: no clock)."""
     cfg = self.config
-    first = contract.gait_phase(step, cfg.ctrl_dt, cfg.gait_frequency_hz, jnp)
+    if not cfg.gait_frequency_hz > 0:
+      return jnp.zeros(())
+    return 1.0 / contract.gait_frequency(command, cfg.gait_frequency_hz,
+                                         cfg.gait_frequency_hz_per_command, jnp)
+
+  def gait_cycles(self, info) -> jax.Array:
+    """The gait clock's cycles (first foot) at `info`'s step: integrated in the env state when
+    the rate follows the command, else the fixed rate times the episode's time."""
+    cfg = self.config
+    if "gait_cycles" in info:
+      return info["gait_cycles"]
+    return contract.gait_cycles_at(info["step"], cfg.ctrl_dt, cfg.gait_frequency_hz)
+
+  def advance_gait(self, cycles, command) -> jax.Array:
+    """The cycles one control step after `cycles`, the step taken under `command`."""
+    cfg = self.config
+    return contract.advance_gait(cycles, command, cfg.ctrl_dt, cfg.gait_frequency_hz,
+                                 cfg.gait_frequency_hz_per_command, jnp)
+
+  def gait_phase(self, cycles) -> jax.Array:
+    """rad [nfeet]: each foot's phase after the first foot's `cycles`, the feet evenly apart."""
+    first = contract.gait_phase(cycles, jnp)
     return jnp.mod(first + 2 * jnp.pi * jnp.arange(self.n_feet) / self.n_feet, 2 * jnp.pi)
 
   def __call__(self, data, action, info, contact, first_contact, air_time,
@@ -174,14 +195,13 @@ class Measure:
         feet_air_time=air_time * first_contact,
         feet_height=data.xpos[self._feet_body, 2] - self._feet_default_z,
         feet_speed_xy=feet_speed,
-        feet_phase=self.gait_phase(info["step"]),
+        feet_phase=self.gait_phase(self.gait_cycles(info)),
         feet_separation_m=(self._feet_side * self._feet_sideways(quat, data.xpos, jnp)
                            if self.n_feet >= 2 else jnp.zeros(())),
         feet_min_separation_m=jnp.asarray(self._feet_min_separation),
         feet_offset_m=self.feet_offset(data.qpos, data.xpos, jnp),
         feet_nominal_offset_m=self.feet_nominal_offset,
-        gait_period_s=jnp.asarray(1.0 / cfg.gait_frequency_hz if cfg.gait_frequency_hz > 0
-                                  else 0.0),
+        gait_period_s=self._gait_period(info["command"]),
         swing_height_m=jnp.asarray(cfg.swing_height_m),
         feet_phase_sigma_m2=jnp.asarray(cfg.feet_phase_sigma_m2),
         joint_limit_excess=(jnp.maximum(joint_pos - self._soft_high, 0.0)

@@ -76,6 +76,10 @@ class TaskConfig:
   # the gait clock: each foot's phase advances at this frequency (0: no clock), the feet half a
   # cycle apart; a foot swings in the first half of its cycle, up to `swing_height_m`
   gait_frequency_hz: float = 0.0
+  # Hz the clock's rate adds per unit of the command's |forward m/s|, |lateral m/s| and |yaw
+  # rad/s| (all 0: a fixed rate). Quicker steps under a sideways or turning command ask for a
+  # shorter step per cycle; the phase is then integrated in the env state and on the robot
+  gait_frequency_hz_per_command: tuple[float, ...] = (0.0, 0.0, 0.0)
   swing_height_m: float = 0.08
   # m^2: width of `feet_phase`'s kernel over the feet's summed squared height errors. At
   # Playground's 0.01, with an 8 cm swing, a robot that stands under a moving command keeps 81%
@@ -107,6 +111,12 @@ class TaskConfig:
   tracking_error_bound_mps: float = 0.3
 
   @property
+  def integrated_gait(self) -> bool:
+    """Whether the gait clock's rate follows the command, its phase then kept in the env state
+    (`info["gait_cycles"]`; absent otherwise, so runs of a fixed clock keep their state)."""
+    return any(self.gait_frequency_hz_per_command)
+
+  @property
   def yaw_kernel_sigma(self) -> float:
     """(rad/s)^2: the width `tracking_ang_vel` uses."""
     return self.yaw_tracking_sigma or self.tracking_sigma
@@ -132,6 +142,13 @@ class TaskConfig:
       raise UserError(f"task {self.name}: feet_min_separation_fraction must be in [0, 1]")
     if not 0 < self.soft_joint_limit_fraction <= 1:
       raise UserError(f"task {self.name}: soft_joint_limit_fraction must be in (0, 1]")
+    slopes = self.gait_frequency_hz_per_command
+    if len(slopes) != 3 or not all(np.isfinite(x) and x >= 0 for x in slopes):
+      raise UserError(f"task {self.name}: gait_frequency_hz_per_command must be three numbers "
+                      f">= 0 (Hz per m/s forward, m/s lateral, rad/s yaw), got {slopes}")
+    if any(slopes) and not self.gait_frequency_hz > 0:
+      raise UserError(f"task {self.name}: gait_frequency_hz_per_command needs a gait clock "
+                      "(gait_frequency_hz > 0)")
     if "gait_phase" in self.actor_obs + self.critic_obs and not self.gait_frequency_hz > 0:
       raise UserError(f"task {self.name}: the gait_phase observation needs gait_frequency_hz > 0")
     for field in ("zero_command_prob", "single_axis_command_prob", "outer_command_prob"):
