@@ -58,11 +58,10 @@ def test_gait_clock_rate_following_the_command_by_hand():
     assert math.isclose(float(got), 0.53, abs_tol=1e-6)
 
 
-def _readings(env, s, control_step: int, gait_cycles: float | None = None) -> dict:
+def _readings(env, s, control_step: int) -> dict:
   """What a robot reads at `s`, in the runtime's terms (no noise or delay here); the gait clock
-  by default the fixed one's, `control_step` x period x frequency."""
-  if gait_cycles is None:
-    gait_cycles = control_step * env.dt * env.config.gait_frequency_hz
+  the fixed one's, `control_step` x period x frequency."""
+  gait_cycles = control_step * env.dt * env.config.gait_frequency_hz
   d, r = s.pipeline_state, env.robot
   return {"base_quat_wxyz": np.asarray(d.qpos[3:7], np.float64),
           "base_ang_vel": np.asarray(d.qvel[3:6], np.float64),
@@ -74,9 +73,8 @@ def _readings(env, s, control_step: int, gait_cycles: float | None = None) -> di
 
 
 def _spec(env, frames: int = 1) -> dict:
-  gait = {"frequency_hz": env.config.gait_frequency_hz}
-  if env.config.integrated_gait:
-    gait["frequency_hz_per_command"] = list(env.config.gait_frequency_hz_per_command)
+  gait = {"frequency_hz": env.config.gait_frequency_hz,
+          "frequency_hz_per_command": list(env.config.gait_frequency_hz_per_command)}
   return {"observation": {"terms": env.observation_layout("actor"), "frames": frames},
           "default_joint_pos_rad": env.robot.default_joint_pos.tolist(),
           "control_period_s": env.dt, "gait": gait,
