@@ -174,8 +174,9 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
 
   `--select forward`: ordered by how well they track the forward play's command (0.5 m/s) in
   MJX (mean velocity error over 32 episodes without randomization, each under that command
-  held), the VALIDATED best are validated (--episodes episodes under nominal_dr, drawn with
-  another seed than the final evaluation's: VALIDATION_SEED), and of those meeting the target
+  held), the VALIDATED best are validated (--validation-episodes episodes, by default
+  --episodes, under nominal_dr, drawn with another seed than the final evaluation's:
+  VALIDATION_SEED; each entry keeps its count), and of those meeting the target
   there the one with the fewest validation falls is chosen (a tie: the better forward). A screen
   of 64 cannot tell 3% falls from 6%, and taking the first to pass its validation took the
   luckiest. If none of the VALIDATED passes, the next candidates are validated in order up to
@@ -211,10 +212,13 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
     keep(path, f"{args.name}/selection.json")
 
   def measure(table: dict, step: int, *argv: str) -> dict:
-    if step not in table:
+    episodes, kept = int(argv[argv.index("--episodes") + 1]), table.get(step)
+    # an entry without a count is from before counts were kept: a validation's was --episodes
+    uncounted = args.episodes if table is validation else episodes
+    if kept is None or kept.get("episodes", uncounted) != episodes:
       r = mjxgap("eval", str(run), "--step", str(step), *argv)
       table[step] = {k: r[k] for k in ("lin_vel_error_mps", "mean_forward_velocity_mps",
-                                       "fall_rate")}
+                                       "fall_rate")} | {"episodes": episodes}
       save()
     return table[step]
 
@@ -228,7 +232,8 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
     return _reached(measure(table, c, "--episodes", str(episodes), "--dr", dr,
                             "--seed", str(VALIDATION_SEED)))
 
-  passes = lambda c: validates(validation, c, args.episodes, TARGET_DR)
+  validation_episodes = args.validation_episodes or args.episodes
+  passes = lambda c: validates(validation, c, validation_episodes, TARGET_DR)
   candidates = [p["iteration"] for p in curve if _reached(p)]
 
   def chosen(rule: str, best: int) -> dict:
@@ -252,7 +257,7 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
           f"passes all six native plays (20 s: none falls, forward covers 10 m +-{BAND:.0%}), "
           f"by the most of the plays' commands met within {BAND:.0%} (`bands_met`; a tie: the "
           "least `band_miss`), the first meeting the target over "
-          f"{args.episodes} episodes at seed {VALIDATION_SEED} and without randomization "
+          f"{validation_episodes} episodes at seed {VALIDATION_SEED} and without randomization "
           f"({CLEAN_EPISODES} episodes at seed {VALIDATION_SEED})", best)
 
   by_forward = sorted(candidates, key=lambda c: measure(
@@ -263,7 +268,7 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
   fewest_falls = lambda c: validation[c]["fall_rate"]  # min keeps the first of a tie
   rule = (f"forward: of the checkpoints whose curve point meets the target, the {VALIDATED} "
           f"with the least error under {PLAYS['forward']} held (MJX, {SELECT_EPISODES} "
-          f"episodes, no randomization) validated over {args.episodes} episodes at seed "
+          f"episodes, no randomization) validated over {validation_episodes} episodes at seed "
           f"{VALIDATION_SEED}; of those meeting the target there, the fewest validation falls; "
           "if none, the next in order up to the first that meets it; if none, the fewest "
           "validation falls; the latest if none is screened")
@@ -487,6 +492,10 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--curve-episodes", type=int, default=64)
   p.add_argument("--episodes", type=int, default=256)
+  p.add_argument("--validation-episodes", type=positive_int, default=None,
+                 help="episodes of --select's validation under nominal_dr (at seed 1; default: "
+                      "--episodes): choosing among several that pass favours the luckiest draw, "
+                      "which more episodes narrow")
   p.add_argument("--phase", choices=("train", "curve", "report", "all"), default="all",
                  help="curve: evaluate the checkpoints kept so far (and --select's candidates) "
                       "and stop, e.g. beside the training")

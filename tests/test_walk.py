@@ -592,7 +592,9 @@ def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(t
   (the final evaluation's episodes are seed 0's), and of those meeting the target there the
   fewest validation falls wins; if none does, the next in order up to the first that does; if
   none, the fewest validation falls; each measurement once (cached across calls), unscreened
-  checkpoints never; the latest when none is screened, or with `--select latest`."""
+  checkpoints never; the latest when none is screened, or with `--select latest`;
+  `--validation-episodes` validates over its own count (a cached entry of another is measured
+  again)."""
   walk_cpu = _experiment_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   kept = []  # what would be copied into experiments/results/
@@ -612,14 +614,17 @@ def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(t
       assert episodes == 32 and "--seed" not in argv
       calls.append(("held", step))
       return {"lin_vel_error_mps": held[step], "mean_forward_velocity_mps": 0.5, "fall_rate": 0}
-    assert argv[argv.index("--seed") + 1] == "1" and "nominal_dr" in argv and episodes == 256
+    assert argv[argv.index("--seed") + 1] == "1" and "nominal_dr" in argv
+    assert episodes == validation_episodes
     calls.append(("validation", step))
     error, falls = validated[step]
     return {"lin_vel_error_mps": error, "mean_forward_velocity_mps": 0.4, "fall_rate": falls}
 
-  def select(name: str, validated_count: int, points=curve) -> int:
+  validation_episodes = 256  # --episodes' when --validation-episodes is not given
+
+  def select(name: str, validated_count: int, points=curve, *extra: str) -> int:
     monkeypatch.setattr(walk_cpu, "VALIDATED", validated_count)
-    args = walk_cpu.parser().parse_args(["--name", name, "--select", "forward"])
+    args = walk_cpu.parser().parse_args(["--name", name, "--select", "forward", *extra])
     (tmp_path / name).mkdir(exist_ok=True)
     chosen = walk_cpu._select(tmp_path / "run", tmp_path / name, points, args)
     assert set(chosen["validation"]) <= set(chosen["candidates"]) == {
@@ -640,6 +645,22 @@ def test_walk_cpu_selects_the_fewest_validation_falls_of_the_best_held_forward(t
   validated.update({800: (0.19, 0.06), 1000: (0.21, 0.055)})  # none passes: the fewest falls
   assert select("u", 1) == 1000
   assert select("v", 2, curve[:2]) == 400  # none screened: the latest
+  # --validation-episodes 512: the validations are measured again over 512 episodes, once (the
+  # held forward ones are not); an entry without a count (cached before counts were kept) is
+  # taken as --episodes'
+  validation_episodes, validated[1000] = 512, (0.15, 0.0)
+  cache = tmp_path / "u" / "selection.json"
+  assert {c["episodes"] for c in json.loads(cache.read_text())["validation"].values()} == {256}
+  cache.write_text(json.dumps({**json.loads(cache.read_text()), "validation": {
+      k: {f: v for f, v in c.items() if f != "episodes"}
+      for k, c in json.loads(cache.read_text())["validation"].items()}}))
+  calls.clear()
+  assert select("u", 1, curve, "--validation-episodes", "512") == 1000
+  assert calls == [("validation", 600), ("validation", 800), ("validation", 1000)]
+  calls.clear()
+  assert select("u", 1, curve, "--validation-episodes", "512") == 1000 and calls == []
+  validation_episodes = 256
+  assert select("u", 1) == 1000 and len(calls) == 3  # back to 256: measured again
   args = walk_cpu.parser().parse_args(["--name", "t", "--select", "latest"])
   assert walk_cpu._select(tmp_path / "run", tmp_path, curve, args)["iteration"] == 1000
 
@@ -803,9 +824,10 @@ def test_walk_cpu_native_bands_by_hand():
 def test_walking_recipe_file_is_its_committed_run(tmp_path):
   """`experiments/walk_builtin.args` (the README's walking command) parsed by walk_cpu.py's own
   command line gives exactly the committed run it names: its task overrides and symmetry
-  augmentation (the packed config.json), its learning-rate drop (the metrics: the `cpu` preset's
-  rate up to the drop's env steps, the lower rate after) and its 2-hour budget (the iterations'
-  seconds); the committed policy is that run's final checkpoint."""
+  augmentation (the packed config.json), its learning-rate drops (the metrics: the `cpu` preset's
+  rate up to the first drop's env steps, each lower rate after) and its end, the env steps or
+  the 2-hour budget (the iterations' seconds); the committed policy is the checkpoint the rule
+  chooses, recomputed from the committed selection."""
   from mjxgap.runs.config import PRESETS, apply_overrides
 
   walk_cpu = _experiment_module()
@@ -824,7 +846,10 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   for lo, hi, rate in zip(bounds, bounds[1:], expected_rates):
     assert {np.float32(r["learning_rate"]) for r in rows
             if lo < r["env_steps"] <= hi} == {np.float32(rate)}
-  assert args.budget_s - 60 < walk_cpu._trained(run)[1] <= args.budget_s
+  # it stopped at whichever came first: its env steps or its 2-hour budget
+  trained_steps, trained_s = walk_cpu._trained(run)
+  assert trained_s <= args.budget_s
+  assert trained_steps >= args.total_steps or trained_s > args.budget_s - 60
   # the committed policy is this run's final checkpoint, exported (its sidecar's provenance)
   from mjxgap.deploy.export import config_sha256
   from mjxgap.runs import checkpoint
