@@ -21,6 +21,7 @@ import numpy as np
 from common import fail
 from mjxgap import contract
 from mjxgap.deploy.play import load_policy, play
+from mjxgap.deploy.runtime import gait_slopes
 from mjxgap.env import rewards
 from mjxgap.env.quantities import Measure
 from mjxgap.errors import UserError
@@ -50,7 +51,7 @@ def main(argv=None) -> None:
   if not gait.get("frequency_hz", 0.0):
     fail(f"{args.policy}: policy.json has no gait clock (gait.frequency_hz): not a walk policy")
   robot = load_robot(spec["robot_source"], ctrl_dt=spec["control_period_s"])
-  slopes = tuple(gait.get("frequency_hz_per_command", (0.0, 0.0, 0.0)))
+  slopes = gait_slopes(spec)
   # the play holds one command, so the clock runs at one rate: cycles = step x period x rate
   frequency = float(contract.gait_frequency(command, gait["frequency_hz"], slopes, np))
   config = task_config("walk", {"gait_frequency_hz": gait["frequency_hz"],

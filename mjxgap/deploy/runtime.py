@@ -41,14 +41,18 @@ TERMS = {
 }
 
 
+def gait_slopes(spec: dict) -> tuple[float, float, float]:
+  """policy.json's `gait.frequency_hz_per_command` (Hz per unit of each command axis); absent in
+  the policies of a fixed clock exported before it existed: zeros."""
+  return tuple(spec["gait"].get("frequency_hz_per_command", (0.0, 0.0, 0.0)))
+
+
 def advance_gait(spec: dict, cycles: float, command) -> float:
   """The gait clock's cycles one control step after `cycles`, the step run under `command`, at
-  policy.json's rate: `gait.frequency_hz` plus `gait.frequency_hz_per_command` (absent in the
-  policies of a fixed clock: zeros) times the command's magnitudes."""
-  gait = spec["gait"]
+  policy.json's rate: `gait.frequency_hz` plus `gait_slopes` times the command's magnitudes."""
   return float(contract.advance_gait(
       np.float64(cycles), np.asarray(command, np.float64), spec["control_period_s"],
-      gait["frequency_hz"], gait.get("frequency_hz_per_command", (0.0, 0.0, 0.0)), np))
+      spec["gait"]["frequency_hz"], gait_slopes(spec), np))
 
 
 def _clock(phase_rad: float) -> np.ndarray:
