@@ -850,7 +850,8 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   trained_steps, trained_s = walk_cpu._trained(run)
   assert trained_s <= args.budget_s
   assert trained_steps >= args.total_steps or trained_s > args.budget_s - 60
-  # the committed policy is this run's final checkpoint, exported (its sidecar's provenance)
+  # the committed policy is this run's checkpoint the rule chooses, exported (its sidecar's
+  # provenance)
   from mjxgap.deploy.export import config_sha256
   from mjxgap.runs import checkpoint
   from mjxgap.runs.resume import load_config
