@@ -12,8 +12,11 @@ every other run exports into results/<name>/policy/.
 
 Resumable: an interrupted training continues from its last checkpoint (`mjxgap train
 --resume`), evaluated checkpoints are not evaluated again. `--save-run` packs the run's config,
-metrics and latest checkpoint into `results/<name>/run_latest.tar.gz` (committed, ~4-6 MB): on a
-fresh machine the same command unpacks it and resumes instead of starting again. `--lr-drop
+metrics, latest and reported checkpoints, and those where its legs start (below), into
+`results/<name>/run_latest.tar.gz` (committed, ~4 MB a checkpoint): on a fresh machine the same
+command unpacks it and resumes instead of starting again, and `--branch-from NAME@ENV_STEPS`
+starts a new run from one of those leg starts instead of from scratch (training is
+deterministic on one machine: a branch trains as the same arguments from scratch). `--lr-drop
 ENV_STEPS:RATE` trains to ENV_STEPS and resumes at learning rate RATE (`SECONDSs:RATE`: after
 SECONDS of training; repeated, one drop after another); `--budget-s` shares one wall-clock
 budget between those calls (each gets what the metrics say is left). Target (issue 16): mean
@@ -74,15 +77,30 @@ def _saved(name: str) -> pathlib.Path:
   return RESULTS / name / "run_latest.tar.gz"
 
 
-def _save_run(run: pathlib.Path, saved: pathlib.Path, selected: int | None = None) -> None:
-  """config.json, metrics.jsonl, the latest checkpoint of `run` (to resume) and the `selected`
-  one (to report), packed for a commit."""
+def _per_iteration(config: dict) -> int:
+  """Env steps per training iteration of a run's config.json."""
+  return config["ppo"]["num_envs"] * config["ppo"]["unroll_length"]
+
+
+def _branch_points(args) -> set[int]:
+  """The env steps where a training leg starts (`--lr-drop` and `--set-from` at env steps):
+  where a later run may branch off this one (`--branch-from`)."""
+  return {at for at, _, _ in args.lr_drop if at is not None} | {at for at, _, _ in args.set_from}
+
+
+def _save_run(run: pathlib.Path, saved: pathlib.Path, selected: int | None = None,
+              branch_points: set[int] = frozenset()) -> None:
+  """config.json, metrics.jsonl, the latest checkpoint of `run` (to resume), the `selected`
+  one (to report) and those at `branch_points` env steps (to branch from), packed for a commit."""
   latest = max(checkpoint_steps(run))
+  per_iteration = _per_iteration(json.loads((run / "config.json").read_text()))
+  at = {s // per_iteration for s in branch_points if s % per_iteration == 0}
   tmp = saved.with_suffix(".tmp")
   saved.parent.mkdir(parents=True, exist_ok=True)
   with tarfile.open(tmp, "w:gz") as tar:
     for f in ("config.json", "metrics.jsonl",
-              *(f"checkpoints/{c}" for c in sorted({latest, selected or latest}))):
+              *(f"checkpoints/{c}" for c in sorted({latest, selected or latest}
+                                                  | (at & set(checkpoint_steps(run)))))):
       tar.add(run / f, arcname=f"run/{f}")
   tmp.replace(saved)
 
@@ -94,13 +112,45 @@ def _restore_run(run: pathlib.Path, saved: pathlib.Path) -> None:
       tar.extractall(run.parent, filter="data")
 
 
+def _branch(run: pathlib.Path, name: str, env_steps: int) -> None:
+  """Starts `run` as run `name` at `env_steps`: its config, its metrics up to there and its
+  checkpoint there, from its pack (results/NAME/run_latest.tar.gz), and its curve up to there
+  (the same checkpoints); the training resumes it."""
+  saved, where = _saved(name), f"--branch-from {name}@{env_steps}"
+  if not saved.is_file():
+    raise SystemExit(f"{where}: {saved} does not exist (a run packed by --save-run)")
+  with tarfile.open(saved) as tar:
+    per_iteration = _per_iteration(json.load(tar.extractfile("run/config.json")))
+    packed = sorted({int(m.name.split("/")[2]) for m in tar.getmembers()
+                     if m.name.startswith("run/checkpoints/") and m.name.count("/") >= 2})
+    iteration = env_steps // per_iteration
+    if env_steps % per_iteration or iteration not in packed:
+      raise SystemExit(f"{where}: {saved} holds checkpoints at "
+                       f"{', '.join(str(c * per_iteration) for c in packed)} env steps only")
+    tmp = run.with_name(run.name + ".branching")
+    shutil.rmtree(tmp, ignore_errors=True)
+    checkpoint = f"run/checkpoints/{iteration}"
+    tar.extractall(tmp, filter="data", members=[
+        m for m in tar.getmembers() if m.name in ("run/config.json", "run/metrics.jsonl")
+        or m.name == checkpoint or m.name.startswith(checkpoint + "/")])
+  metrics = tmp / "run" / "metrics.jsonl"
+  metrics.write_text("".join(json.dumps(r) + "\n" for r in read_metrics(metrics)
+                             if r["iteration"] <= iteration))
+  (tmp / "run").rename(run)
+  tmp.rmdir()
+  source_curve, curve = RESULTS / name / "curve.json", run.parent / "curve.json"
+  if source_curve.is_file() and not curve.exists():  # up to there, the branch's checkpoints
+    curve.write_text(json.dumps([p for p in json.loads(source_curve.read_text())
+                                 if p["iteration"] <= iteration], indent=1) + "\n")
+  print(f"{run}: branched off {name} at {env_steps:,} env steps", flush=True)
+
+
 def _trained(run: pathlib.Path) -> tuple[int, float]:
   """(env steps, training wall seconds) so far: the last metrics row, and the sum of the
   iterations' times (compilation included; process start-up is not)."""
   if not (run / "metrics.jsonl").is_file():
     return 0, 0.0
-  config = json.loads((run / "config.json").read_text())["ppo"]
-  per_iteration = config["num_envs"] * config["unroll_length"]
+  per_iteration = _per_iteration(json.loads((run / "config.json").read_text()))
   rows = read_metrics(run / "metrics.jsonl")
   return (rows[-1]["env_steps"] if rows else 0), sum(per_iteration / r["sps"] for r in rows)
 
@@ -117,7 +167,7 @@ def _train(run: pathlib.Path, args) -> None:
                                 for at_steps, field, value in args.set_from], key=lambda c: c[0])
   legs, settings = [], {}  # (to env steps, to training seconds, {FIELD: VALUE} in force)
   for at_steps, at_s, change in changes:
-    legs.append((args.total_steps if at_steps is None else at_steps,
+    legs.append((args.total_steps if at_steps is None else min(at_steps, args.total_steps),
                  min(filter(None, (at_s, budget_s)), default=None), dict(settings)))
     settings |= change
   legs.append((args.total_steps, budget_s, settings))
@@ -133,10 +183,11 @@ def _train(run: pathlib.Path, args) -> None:
     if end_s:
       flags += ["--set", f"time_limit_s={end_s - seconds:.0f}"]
     leg = [f for field, value in settings.items() for f in ("--set", f"{field}={value}")]
-    if (run / "checkpoints").is_dir():
-      mjxgap("train", "--resume", *flags, *leg)
-      continue
-    mjxgap("train", "--preset", "cpu", "--robot", "builtin", "--task", "walk",
+    # a resumed leg repeats the recipe: `mjxgap train --resume` refuses what it cannot change
+    # (a run branched off another with other settings, or a recipe edited since) and applies
+    # what it can (reward weights, command aids, learning rate) from the resume on
+    resume = ["--resume"] if (run / "checkpoints").is_dir() else []
+    mjxgap("train", *resume, "--preset", "cpu", "--robot", "builtin", "--task", "walk",
            "--dr", args.train_dr, "--seed", str(args.seed), *flags,
            "--set", f"ppo.symmetry_cost={args.symmetry_cost}",
            "--set", f"ppo.symmetry_augmentation={args.symmetry_augmentation}",
@@ -152,8 +203,7 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> li
   path, kept = out / "curve.json", RESULTS / name / "curve.json"
   points = {p["iteration"]: p for f in (kept, path) if f.exists()
             for p in json.loads(f.read_text())}
-  per_iteration = json.loads((run / "config.json").read_text())
-  per_iteration = per_iteration["ppo"]["num_envs"] * per_iteration["ppo"]["unroll_length"]
+  per_iteration = _per_iteration(json.loads((run / "config.json").read_text()))
   for step in checkpoint_steps(run):
     if step in points:
       continue
@@ -432,6 +482,19 @@ def _lr_drop(text: str) -> tuple[int | None, float | None, float]:
         f"expected ENV_STEPS:RATE or SECONDSs:RATE (e.g. 17408000:1e-4, 5356s:1e-4), got {text!r}")
 
 
+def _branch_from(text: str) -> tuple[str, int]:
+  """NAME@ENV_STEPS -> (name, env steps)."""
+  name, at, steps = text.rpartition("@")
+  try:
+    env_steps = int(float(steps))
+  except ValueError:
+    env_steps = -1
+  if not at or not name or env_steps <= 0:
+    raise argparse.ArgumentTypeError(f"expected NAME@ENV_STEPS (e.g. walk_cpu@12800000), got "
+                                     f"{text!r}")
+  return name, env_steps
+
+
 def _set_from(text: str) -> tuple[int, str, str]:
   """ENV_STEPS:FIELD=VALUE -> (env steps, field, value)."""
   at, _, setting = text.partition(":")
@@ -467,8 +530,9 @@ def parser() -> argparse.ArgumentParser:
                       "first main run); walk_builtin.args names the run behind the committed "
                       "policy")
   p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                 help="a further `mjxgap train --set` for a new run, e.g. "
-                      "task.rewards.tracking_lin_vel=2 (a resumed run keeps its config)")
+                 help="a further `mjxgap train --set`, e.g. task.rewards.tracking_lin_vel=2 "
+                      "(repeated on each resume: `mjxgap train --resume` refuses a change it "
+                      "cannot make)")
   p.add_argument("--lr-drop", type=_lr_drop, action="append", default=[],
                  metavar="ENV_STEPS:RATE",
                  help="train to ENV_STEPS (or for SECONDSs of training), then resume at learning "
@@ -480,6 +544,11 @@ def parser() -> argparse.ArgumentParser:
                       "--lr-drop's; the change must be one `mjxgap train --resume` accepts, e.g. "
                       "a reward weight already in the run's task or a command aid), e.g. "
                       "10240000:task.rewards.feet_placement=-25; repeatable")
+  p.add_argument("--branch-from", type=_branch_from, metavar="NAME@ENV_STEPS",
+                 help="a new run starts from run NAME's checkpoint at ENV_STEPS (a leg boundary "
+                      "of NAME's, packed by its --save-run) instead of from scratch: NAME's "
+                      "training up to there, this run's arguments from there on (those "
+                      "`mjxgap train --resume` accepts)")
   p.add_argument("--budget-s", type=float, default=0.0,
                  help="wall-clock budget of the whole training, shared by its calls (0: none)")
   p.add_argument("--train-dr", default=TARGET_DR,
@@ -522,11 +591,13 @@ def main() -> None:
   out.mkdir(parents=True, exist_ok=True)
   t0 = time.time()
   if args.save_run:
-    summary = out / "summary.json"
+    summary = RESULTS / args.name / "summary.json"  # the report's, kept
     selected = json.loads(summary.read_text())["selected"] if summary.is_file() else {}
-    _save_run(run, _saved(args.name), selected.get("iteration"))
+    _save_run(run, _saved(args.name), selected.get("iteration"), _branch_points(args))
     return
   _restore_run(run, _saved(args.name))  # a fresh machine resumes, or reports, from the commit
+  if args.branch_from and not run.exists():
+    _branch(run, *args.branch_from)
   if args.phase in ("train", "all"):
     _train(run, args)
   if args.phase == "train":

@@ -7,6 +7,7 @@ import json
 import math
 import pathlib
 import shutil
+import tarfile
 
 import jax
 import jax.numpy as jnp
@@ -504,7 +505,7 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
   """walk_cpu.py's `mjxgap train` calls for a run with 2 iterations of 40 env steps behind it:
   each leg gets what the metrics leave of the budget; a leg with under a second left is skipped
   (`time_limit_s=0` would mean no limit); a repeated `--lr-drop` adds a leg at each rate;
-  `--cpu-devices 2` is passed on to each call."""
+  each resume repeats the recipe and `--cpu-devices 2`."""
   walk_cpu = _experiment_module()
   run = tmp_path / "out" / "run"
   (run / "checkpoints").mkdir(parents=True)
@@ -521,31 +522,46 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
     walk_cpu._train(run, args)
     return calls
 
+  recipe = ("--preset", "cpu", "--robot", "builtin", "--task", "walk", "--dr", "nominal_dr",
+            "--seed", "0")
+
+  def legs(calls):
+    """Each call's own flags (after --out RUN) and the --sets after the recipe's."""
+    out = []
+    for argv, env in calls:
+      # each resume repeats the recipe, which `mjxgap train --resume` checks against the run's
+      assert argv[:2 + len(recipe)] == ("train", "--resume", *recipe) and env is None
+      assert argv[argv.index("--out") - 3:argv.index("--out")] == (
+          "--no-progress", "--cpu-devices", "2")
+      argv = list(argv)
+      out.append(argv[argv.index(str(run)) + 1:argv.index("ppo.symmetry_cost=0.5") - 1]
+                 + argv[argv.index("keep_checkpoints=1000") + 1:])
+    return out
+
   assert trained_for(99.6) == []  # 0.4 s left: both legs done
-  first, second = trained_for(30.0)
-  for (argv, env), extra in zip((first, second), ([], ["--set", "ppo.learning_rate=0.0001"])):
-    assert list(argv) == ["train", "--resume", "--no-progress", "--cpu-devices", "2",
-                          "--out", str(run),
-                          "--set", f"total_steps={1000 if not extra else 25_000_000}",
-                          "--set", "time_limit_s=70", *extra]
-    assert env is None
+  assert legs(trained_for(30.0)) == [
+      ["--set", "total_steps=1000", "--set", "time_limit_s=70"],
+      ["--set", "total_steps=25000000", "--set", "time_limit_s=70",
+       "--set", "ppo.learning_rate=0.0001"]]
   # a second drop: three legs, each at the rate of the drop that starts it
   args.lr_drop.append(walk_cpu._lr_drop("2000:3e-5"))
-  legs = [(argv[argv.index("--set") + 1], argv[-1]) for argv, _ in trained_for(30.0)]
-  assert legs == [("total_steps=1000", "time_limit_s=70"),
-                  ("total_steps=2000", "ppo.learning_rate=0.0001"),
-                  ("total_steps=25000000", "ppo.learning_rate=3e-05")]
+  assert legs(trained_for(30.0)) == [
+      ["--set", "total_steps=1000", "--set", "time_limit_s=70"],
+      ["--set", "total_steps=2000", "--set", "time_limit_s=70",
+       "--set", "ppo.learning_rate=0.0001"],
+      ["--set", "total_steps=25000000", "--set", "time_limit_s=70",
+       "--set", "ppo.learning_rate=3e-05"]]
   # a change at env steps (--set-from) splits a leg and stays in force, beside the rates
   args.set_from.append(walk_cpu._set_from("1500:task.rewards.feet_placement=-25"))
-  legs = [list(argv[argv.index(str(run)) + 1:]) for argv, _ in trained_for(30.0)]
   place = ["--set", "task.rewards.feet_placement=-25"]
-  assert legs == [["--set", "total_steps=1000", "--set", "time_limit_s=70"],
-                  ["--set", "total_steps=1500", "--set", "time_limit_s=70",
-                   "--set", "ppo.learning_rate=0.0001"],
-                  ["--set", "total_steps=2000", "--set", "time_limit_s=70",
-                   "--set", "ppo.learning_rate=0.0001", *place],
-                  ["--set", "total_steps=25000000", "--set", "time_limit_s=70",
-                   "--set", "ppo.learning_rate=3e-05", *place]]
+  assert legs(trained_for(30.0)) == [
+      ["--set", "total_steps=1000", "--set", "time_limit_s=70"],
+      ["--set", "total_steps=1500", "--set", "time_limit_s=70",
+       "--set", "ppo.learning_rate=0.0001"],
+      ["--set", "total_steps=2000", "--set", "time_limit_s=70",
+       "--set", "ppo.learning_rate=0.0001", *place],
+      ["--set", "total_steps=25000000", "--set", "time_limit_s=70",
+       "--set", "ppo.learning_rate=3e-05", *place]]
   args.cpu_devices = 1
   assert all("--cpu-devices" not in argv for argv, _ in trained_for(30.0))
   # a new run gets the settings of the leg it starts in, after (overriding) --set's
@@ -566,6 +582,65 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
   for bad in ("0", "-2", "two"):  # one argparse line and exit status 2, not one device
     with pytest.raises(SystemExit) as exit_:
       walk_cpu.parser().parse_args(["--cpu-devices", bad])
+    assert exit_.value.code == 2
+
+
+def test_walk_cpu_packs_leg_starts_and_a_new_run_branches_from_one(tmp_path, monkeypatch):
+  """`--save-run` packs the latest, the reported and the leg-start checkpoints that are kept;
+  `--branch-from NAME@ENV_STEPS` unpacks NAME's config, its metrics and curve up to there and
+  that one checkpoint, then trains on from it with its own legs; a step not packed, a run not packed or
+  a malformed NAME@ENV_STEPS stops with one line."""
+  walk_cpu = _experiment_module()
+  monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
+  source = tmp_path / "source" / "run"  # 40 env steps an iteration; checkpoints every 2
+  for i in (2, 4, 6, 8, 10):
+    for part in ("state", "meta"):
+      (source / "checkpoints" / str(i) / part).mkdir(parents=True)
+    (source / "checkpoints" / str(i) / "state" / "leaf").write_text(str(i))
+  (source / "config.json").write_text(json.dumps({"ppo": {"num_envs": 4, "unroll_length": 10}}))
+  (source / "metrics.jsonl").write_text("".join(
+      json.dumps({"iteration": i, "env_steps": 40 * i, "sps": 40.0}) + "\n" for i in range(1, 11)))
+  # leg starts at 160 and 240 env steps (iterations 4, 6); 120 (3) is no checkpoint, 250 no
+  # iteration's end
+  args = walk_cpu.parser().parse_args(["--lr-drop", "160:1e-4", "--lr-drop", "250:1e-5",
+                                       "--set-from", "240:task.rewards.x=1",
+                                       "--set-from", "120:task.rewards.x=2"])
+  walk_cpu._save_run(source, walk_cpu._saved("src"), 8, walk_cpu._branch_points(args))
+  with tarfile.open(walk_cpu._saved("src")) as tar:
+    packed = {m.name.split("/")[2] for m in tar.getmembers() if m.name.count("/") == 2
+              and m.name.startswith("run/checkpoints/")}
+  assert packed == {"4", "6", "8", "10"}  # leg starts, the reported one, the latest
+
+  (tmp_path / "results" / "src" / "curve.json").write_text(json.dumps(
+      [{"iteration": i, "env_steps": 40 * i} for i in (2, 4, 6)]))
+  calls = []
+  monkeypatch.setattr(walk_cpu, "mjxgap", lambda *a, env=None: calls.append(a))
+  out = tmp_path / "branch"
+  monkeypatch.setattr("sys.argv", ["walk_cpu.py", "--out", str(out), "--name", "branch",
+                                   "--branch-from", "src@160", "--lr-drop", "160:1e-4",
+                                   "--total-steps", "400", "--phase", "train"])
+  walk_cpu.main()
+  run = out / "run"
+  assert walk_cpu.checkpoint_steps(run) == [4]
+  assert (run / "checkpoints" / "4" / "state" / "leaf").read_text() == "4"
+  assert [r["iteration"] for r in walk_cpu.read_metrics(run / "metrics.jsonl")] == [1, 2, 3, 4]
+  assert (run / "config.json").read_text() == (source / "config.json").read_text()
+  assert [p["iteration"] for p in json.loads((out / "curve.json").read_text())] == [2, 4]
+  (argv,) = calls  # the first leg (to 160) is the source's; the second resumes at 1e-4
+  assert argv[:2] == ("train", "--resume") and argv[-2:] == ("--set", "ppo.learning_rate=0.0001")
+  assert "total_steps=400" in argv
+  calls.clear()
+  walk_cpu.main()  # a second call resumes the branch: nothing is unpacked over it
+  assert len(calls) == 1 and walk_cpu.checkpoint_steps(run) == [4]
+
+  for at, why in (("src@200", "holds checkpoints at 160, 240, 320, 400 env steps only"),
+                  ("other@160", "does not exist")):
+    with pytest.raises(SystemExit) as exit_:
+      walk_cpu._branch(tmp_path / "x" / "run", *walk_cpu._branch_from(at))
+    assert why in str(exit_.value) and not (tmp_path / "x" / "run").exists()
+  for bad in ("src", "src@", "@160", "src@-40", "src@many"):
+    with pytest.raises(SystemExit) as exit_:
+      walk_cpu.parser().parse_args(["--branch-from", bad])
     assert exit_.value.code == 2
 
 
