@@ -92,15 +92,14 @@ def _save_run(run: pathlib.Path, saved: pathlib.Path, selected: int | None = Non
               branch_points: set[int] = frozenset()) -> None:
   """config.json, metrics.jsonl, the latest checkpoint of `run` (to resume), the `selected`
   one (to report) and those at `branch_points` env steps (to branch from), packed for a commit."""
-  latest = max(checkpoint_steps(run))
+  kept = checkpoint_steps(run)
   per_iteration = _per_iteration(json.loads((run / "config.json").read_text()))
-  at = {s // per_iteration for s in branch_points if s % per_iteration == 0}
+  leg_starts = {s // per_iteration for s in branch_points if s % per_iteration == 0} & set(kept)
   tmp = saved.with_suffix(".tmp")
   saved.parent.mkdir(parents=True, exist_ok=True)
   with tarfile.open(tmp, "w:gz") as tar:
     for f in ("config.json", "metrics.jsonl",
-              *(f"checkpoints/{c}" for c in sorted({latest, selected or latest}
-                                                  | (at & set(checkpoint_steps(run)))))):
+              *(f"checkpoints/{c}" for c in sorted({kept[-1], selected or kept[-1]} | leg_starts))):
       tar.add(run / f, arcname=f"run/{f}")
   tmp.replace(saved)
 
