@@ -41,7 +41,7 @@ import shutil
 import tarfile
 import time
 
-from common import RESULTS, keep, mjxgap, provenance, read_metrics
+from common import RESULTS, fail, keep, mjxgap, provenance, read_metrics
 from mjxgap.cli.commands import _positive_int as positive_int
 from mjxgap.runs.checkpoint import steps as checkpoint_steps
 
@@ -115,17 +115,15 @@ def _branch(run: pathlib.Path, name: str, env_steps: int) -> None:
   """Starts `run` as run `name` at `env_steps`: its config, its metrics up to there and its
   checkpoint there, from its pack (results/NAME/run_latest.tar.gz), and its curve up to there
   (the same checkpoints); the training resumes it."""
-  saved, where = _saved(name), f"--branch-from {name}@{env_steps}"
-  if not saved.is_file():
-    raise SystemExit(f"{where}: {saved} does not exist (a run packed by --save-run)")
+  saved = _saved(name)  # `main` has checked that it exists
   with tarfile.open(saved) as tar:
     per_iteration = _per_iteration(json.load(tar.extractfile("run/config.json")))
     packed = sorted({int(m.name.split("/")[2]) for m in tar.getmembers()
                      if m.name.startswith("run/checkpoints/") and m.name.count("/") >= 2})
     iteration = env_steps // per_iteration
     if env_steps % per_iteration or iteration not in packed:
-      raise SystemExit(f"{where}: {saved} holds checkpoints at "
-                       f"{', '.join(str(c * per_iteration) for c in packed)} env steps only")
+      fail(f"--branch-from {name}@{env_steps}: {saved} holds checkpoints at "
+           f"{', '.join(str(c * per_iteration) for c in packed)} env steps only")
     tmp = run.with_name(run.name + ".branching")
     shutil.rmtree(tmp, ignore_errors=True)
     checkpoint = f"run/checkpoints/{iteration}"
@@ -585,6 +583,9 @@ def main() -> None:
   args = parser().parse_args()
   if args.set_from and any(at_s is not None for _, at_s, _ in args.lr_drop):
     parser().error("--set-from is at env steps: give --lr-drop at env steps too (ENV_STEPS:RATE)")
+  if args.branch_from and not _saved(args.branch_from[0]).is_file():  # e.g. a misspelt name
+    fail(f"--branch-from: {_saved(args.branch_from[0])} does not exist (a run packed by "
+         "--save-run)")
   out = pathlib.Path(args.out)
   run = out / "run"
   out.mkdir(parents=True, exist_ok=True)

@@ -585,11 +585,12 @@ def test_walk_cpu_training_legs_by_hand(tmp_path, monkeypatch):
     assert exit_.value.code == 2
 
 
-def test_walk_cpu_packs_leg_starts_and_a_new_run_branches_from_one(tmp_path, monkeypatch):
+def test_walk_cpu_packs_leg_starts_and_a_new_run_branches_from_one(tmp_path, monkeypatch,
+                                                                    capsys):
   """`--save-run` packs the latest, the reported and the leg-start checkpoints that are kept;
   `--branch-from NAME@ENV_STEPS` unpacks NAME's config, its metrics and curve up to there and
   that one checkpoint, then trains on from it with its own legs; a step not packed, a run not packed or
-  a malformed NAME@ENV_STEPS stops with one line."""
+  a malformed NAME@ENV_STEPS stops with one line and exit status 2."""
   walk_cpu = _experiment_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   source = tmp_path / "source" / "run"  # 40 env steps an iteration; checkpoints every 2
@@ -635,9 +636,13 @@ def test_walk_cpu_packs_leg_starts_and_a_new_run_branches_from_one(tmp_path, mon
 
   for at, why in (("src@200", "holds checkpoints at 160, 240, 320, 400 env steps only"),
                   ("other@160", "does not exist")):
+    monkeypatch.setattr("sys.argv", ["walk_cpu.py", "--out", str(tmp_path / "x"), "--name", "x",
+                                     "--branch-from", at, "--phase", "train"])
     with pytest.raises(SystemExit) as exit_:
-      walk_cpu._branch(tmp_path / "x" / "run", *walk_cpu._branch_from(at))
-    assert why in str(exit_.value) and not (tmp_path / "x" / "run").exists()
+      walk_cpu.main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and why in err
+    assert not (tmp_path / "x" / "run").exists()
   for bad in ("src", "src@", "@160", "src@-40", "src@many"):
     with pytest.raises(SystemExit) as exit_:
       walk_cpu.parser().parse_args(["--branch-from", bad])
