@@ -111,19 +111,28 @@ def _restore_run(run: pathlib.Path, saved: pathlib.Path) -> None:
       tar.extractall(run.parent, filter="data")
 
 
-def _branch(run: pathlib.Path, name: str, env_steps: int) -> None:
-  """Starts `run` as run `name` at `env_steps`: its config, its metrics up to there and its
-  checkpoint there, from its pack (results/NAME/run_latest.tar.gz), and its curve up to there
-  (the same checkpoints); the training resumes it."""
-  saved = _saved(name)  # `main` has checked that it exists
+def _check_branch_point(name: str, env_steps: int) -> int:
+  """The iteration of run `name`'s packed checkpoint at `env_steps`; one line and exit 2 when
+  it has no pack (e.g. a misspelt name) or no checkpoint there."""
+  saved = _saved(name)
+  if not saved.is_file():
+    fail(f"--branch-from: {saved} does not exist (a run packed by --save-run)")
   with tarfile.open(saved) as tar:
     per_iteration = _per_iteration(json.load(tar.extractfile("run/config.json")))
     packed = sorted({int(m.name.split("/")[2]) for m in tar.getmembers()
                      if m.name.startswith("run/checkpoints/") and m.name.count("/") >= 2})
-    iteration = env_steps // per_iteration
-    if env_steps % per_iteration or iteration not in packed:
-      fail(f"--branch-from {name}@{env_steps}: {saved} holds checkpoints at "
-           f"{', '.join(str(c * per_iteration) for c in packed)} env steps only")
+  if env_steps % per_iteration or env_steps // per_iteration not in packed:
+    fail(f"--branch-from {name}@{env_steps}: {saved} holds checkpoints at "
+         f"{', '.join(str(c * per_iteration) for c in packed)} env steps only")
+  return env_steps // per_iteration
+
+
+def _branch(run: pathlib.Path, name: str, iteration: int) -> None:
+  """Starts `run` as run `name` at `iteration` (checked by `_check_branch_point`): its config,
+  its metrics up to there and its checkpoint there, from its pack
+  (results/NAME/run_latest.tar.gz), and its curve up to there (the same checkpoints); the
+  training resumes it."""
+  with tarfile.open(_saved(name)) as tar:
     tmp = run.with_name(run.name + ".branching")
     shutil.rmtree(tmp, ignore_errors=True)
     checkpoint = f"run/checkpoints/{iteration}"
@@ -139,7 +148,20 @@ def _branch(run: pathlib.Path, name: str, env_steps: int) -> None:
   if source_curve.is_file() and not curve.exists():  # up to there, the branch's checkpoints
     curve.write_text(json.dumps([p for p in json.loads(source_curve.read_text())
                                  if p["iteration"] <= iteration], indent=1) + "\n")
-  print(f"{run}: branched off {name} at {env_steps:,} env steps", flush=True)
+  print(f"{run}: branched off {name} at iteration {iteration}", flush=True)
+
+
+def _check_branched(run: pathlib.Path, name: str, iteration: int) -> None:
+  """An existing `run` given `--branch-from NAME@...` resumes only if it is that branch: its
+  metrics up to `iteration` are NAME's (copied by `_branch`); one line and exit 2 otherwise
+  (another run under the same --out or --name)."""
+  with tarfile.open(_saved(name)) as tar:
+    rows = [json.loads(line) for line in tar.extractfile("run/metrics.jsonl") if line.strip()]
+  source = [r for r in rows if r["iteration"] <= iteration]
+  own = read_metrics(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
+  if own[:len(source)] != source:
+    fail(f"--branch-from {name}: {run} exists and is not its branch (its metrics up to "
+         f"iteration {iteration} differ from {name}'s): another run under this --out or --name")
 
 
 def _trained(run: pathlib.Path) -> tuple[int, float]:
@@ -583,9 +605,8 @@ def main() -> None:
   args = parser().parse_args()
   if args.set_from and any(at_s is not None for _, at_s, _ in args.lr_drop):
     parser().error("--set-from is at env steps: give --lr-drop at env steps too (ENV_STEPS:RATE)")
-  if args.branch_from and not _saved(args.branch_from[0]).is_file():  # e.g. a misspelt name
-    fail(f"--branch-from: {_saved(args.branch_from[0])} does not exist (a run packed by "
-         "--save-run)")
+  # checked before anything is written
+  branch_iteration = _check_branch_point(*args.branch_from) if args.branch_from else None
   out = pathlib.Path(args.out)
   run = out / "run"
   out.mkdir(parents=True, exist_ok=True)
@@ -597,7 +618,9 @@ def main() -> None:
     return
   _restore_run(run, _saved(args.name))  # a fresh machine resumes, or reports, from the commit
   if args.branch_from and not run.exists():
-    _branch(run, *args.branch_from)
+    _branch(run, args.branch_from[0], branch_iteration)
+  elif args.branch_from:  # resuming the branch
+    _check_branched(run, args.branch_from[0], branch_iteration)
   if args.phase in ("train", "all"):
     _train(run, args)
   if args.phase == "train":

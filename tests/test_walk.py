@@ -589,8 +589,9 @@ def test_walk_cpu_packs_leg_starts_and_a_new_run_branches_from_one(tmp_path, mon
                                                                     capsys):
   """`--save-run` packs the latest, the reported and the leg-start checkpoints that are kept;
   `--branch-from NAME@ENV_STEPS` unpacks NAME's config, its metrics and curve up to there and
-  that one checkpoint, then trains on from it with its own legs; a step not packed, a run not packed or
-  a malformed NAME@ENV_STEPS stops with one line and exit status 2."""
+  that one checkpoint, then trains on from it with its own legs; a step not packed, a run not
+  packed, a malformed NAME@ENV_STEPS or another run in the branch's place stops with one line
+  and exit status 2."""
   walk_cpu = _experiment_module()
   monkeypatch.setattr(walk_cpu, "RESULTS", tmp_path / "results")
   source = tmp_path / "source" / "run"  # 40 env steps an iteration; checkpoints every 2
@@ -633,6 +634,15 @@ def test_walk_cpu_packs_leg_starts_and_a_new_run_branches_from_one(tmp_path, mon
   calls.clear()
   walk_cpu.main()  # a second call resumes the branch: nothing is unpacked over it
   assert len(calls) == 1 and walk_cpu.checkpoint_steps(run) == [4]
+  # another run under the same --out is not resumed as the branch
+  rows = (run / "metrics.jsonl").read_text().replace('"sps": 40.0', '"sps": 41.0')
+  (run / "metrics.jsonl").write_text(rows)
+  calls.clear()
+  with pytest.raises(SystemExit) as exit_:
+    walk_cpu.main()
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and len(err.splitlines()) == 1 and "is not its branch" in err
+  assert not calls
 
   for at, why in (("src@200", "holds checkpoints at 160, 240, 320, 400 env steps only"),
                   ("other@160", "does not exist")):
@@ -642,7 +652,7 @@ def test_walk_cpu_packs_leg_starts_and_a_new_run_branches_from_one(tmp_path, mon
       walk_cpu.main()
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.splitlines()) == 1 and why in err
-    assert not (tmp_path / "x" / "run").exists()
+    assert not (tmp_path / "x").exists()  # checked before the output folder is made
   for bad in ("src", "src@", "@160", "src@-40", "src@many"):
     with pytest.raises(SystemExit) as exit_:
       walk_cpu.parser().parse_args(["--branch-from", bad])
