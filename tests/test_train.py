@@ -692,6 +692,31 @@ def test_smoothness_loss_makes_the_action_mean_less_sensitive():
   assert change[10.0] < 0.5 * change[0.0], change
 
 
+def test_max_action_std_caps_the_exploration_from_the_first_rollout():
+  """`ppo.max_action_std` is a projection of the std: an iteration from a state whose std is
+  above the cap (as after a --resume that lowers it) collects and learns exactly as the same
+  iteration without a cap from that state with its std set to the cap (the same rollout, the
+  same networks after the update), and its std ends at most the cap."""
+  cap = 0.2
+  bonus = {"entropy_cost": 1.0}  # an entropy bonus that outweighs the rest: the std grows
+  capped, free = _toy_trainer(2, max_action_std=cap, **bonus), _toy_trainer(2, **bonus)
+  at_cap = free.init(0)  # (an iteration consumes its state: each call gets its own)
+  at_cap = at_cap._replace(params={**at_cap.params,
+                                   "log_std": jnp.full_like(at_cap.params["log_std"],
+                                                            np.log(cap))})
+  after, m = capped.iteration(free.init(0))  # std 0.5, the default init_noise_std
+  reference, m_ref = free.iteration(at_cap)
+  assert float(m["reward_per_step"]) == float(m_ref["reward_per_step"])
+  for part in ("actor", "critic"):
+    jax.tree.map(np.testing.assert_array_equal, after.params[part], reference.params[part])
+  std, std_ref = np.exp(after.params["log_std"]), np.exp(reference.params["log_std"])
+  assert np.all(std_ref > cap)  # the entropy bonus pushed it up; the cap holds it
+  np.testing.assert_allclose(std, cap, rtol=1e-6)
+  assert float(m["action_std"]) == pytest.approx(cap, rel=1e-6)
+  _, m_free = free.iteration(free.init(0))  # without the cap the rollout is another one
+  assert float(m_free["reward_per_step"]) != float(m["reward_per_step"])
+
+
 class _ShortEpisodes(PointToTarget):
   episode_steps = 5
 

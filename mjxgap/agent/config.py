@@ -46,6 +46,10 @@ class PPOConfig:
   critic_hidden: tuple[int, ...] = (256, 128, 64)
   activation: str = "elu"  # elu | tanh | relu | swish
   init_noise_std: float = 0.5
+  # upper bound on the exploration noise's std, each action (0: none). Lowered on --resume it
+  # makes the policy learn to act without the noise it has come to rely on: the deployed policy
+  # is deterministic (e.g. a turn on the spot that only the noise's foot shuffling made work)
+  max_action_std: float = 0.0
   action_clip: float = 1.0  # actions sent to the env (and deployed) are clipped to +-this
 
   @property
@@ -65,7 +69,7 @@ class PPOConfig:
       if not getattr(self, name) > 0:
         raise UserError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
     for name in ("value_clip_epsilon", "value_cost", "entropy_cost", "symmetry_cost",
-                 "smoothness_cost", "smoothness_obs_std", "estimate_cost"):
+                 "smoothness_cost", "smoothness_obs_std", "estimate_cost", "max_action_std"):
       if not getattr(self, name) >= 0:
         raise UserError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
     if self.lr_schedule not in ("constant", "linear", "adaptive"):

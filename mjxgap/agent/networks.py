@@ -53,6 +53,11 @@ def log_prob(mean: jax.Array, log_std: jax.Array, action: jax.Array) -> jax.Arra
   return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * math.log(2 * math.pi), axis=-1)
 
 
+def capped_log_std(log_std: jax.Array, max_std: float) -> jax.Array:
+  """`log_std` with each std at most `max_std` (0: no cap)."""
+  return jnp.minimum(log_std, math.log(max_std)) if max_std > 0 else log_std
+
+
 def entropy(log_std: jax.Array) -> jax.Array:
   """Entropy of a diagonal Gaussian, summed over the action dimensions (nats)."""
   return jnp.sum(log_std + 0.5 * math.log(2 * math.pi * math.e), axis=-1)

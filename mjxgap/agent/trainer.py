@@ -272,8 +272,15 @@ class Trainer:
                                              jax.random.split(key, cfg.num_epochs))
     return params, opt_state, jax.tree.map(jnp.mean, info)
 
+  def _capped(self, params):
+    """`params` with the exploration std within `max_action_std` (a projection: before the
+    rollout, so a cap lowered on --resume holds from the first step, and after the update)."""
+    return {**params, "log_std": networks.capped_log_std(params["log_std"],
+                                                         self.config.max_action_std)}
+
   def _iteration(self, state: TrainState):
     cfg = self.config
+    state = state._replace(params=self._capped(state.params))
     rng, k_roll, k_sgd = jax.random.split(state.rng, 3)
     device = jax.lax.axis_index(AXIS)
     env_state, tr = self._rollout(state, k_roll)
@@ -297,6 +304,7 @@ class Trainer:
     lr = learning_rate(state.lr_schedule, state.iteration)
     params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
                                             jax.random.fold_in(k_sgd, device), lr)
+    params = self._capped(params)
     obs_stats, critic_stats = state.obs_stats, state.critic_obs_stats
     if cfg.normalize_observations:
       obs_stats = norm.update(obs_stats, tr["raw_obs"], AXIS)
