@@ -377,6 +377,40 @@ def test_play_runs_the_export_in_native_mujoco(exported, tmp_path, capsys):
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_play_action_noise_is_training_exploration(exported, builtin_robot, capsys):
+  """`--action-noise-std S --seed N`: each control step's action is the policy's plus S times
+  numpy's `default_rng(N)` standard normals, clipped as training clips its noisy actions, and
+  it is what the next observation reads as the last action; checked at the first step against
+  a play without noise (same start, same observation) and the runtime's own `act`."""
+  from mjxgap.deploy.play import load_policy, play
+
+  _, out = exported
+  std, seed, command = 0.8, 5, (0.3, 0.0, 0.0)
+  ctrl = {}
+  for s in (0.0, std):
+    ctrl[s] = []
+    r = play(out, seconds=0.04, command=command, action_noise_std=s, seed=seed,
+             after_step=lambda m, d, t, s=s: ctrl[s].append(d.ctrl.copy()))
+  assert r["action_noise_std"] == std and r["seed"] == seed
+  spec = load_policy(out).spec
+  index = [builtin_robot.joint_names.index(j) for j in spec["joint_names"]]
+  default, scale = np.asarray(spec["default_joint_pos_rad"]), spec["action"]["scale_rad"]
+  clean = (ctrl[0.0][0][index] - default) / scale
+  noise = std * np.random.default_rng(seed).standard_normal(spec["action"]["size"])
+  want = np.clip(clean + noise, -spec["action"]["clip"], spec["action"]["clip"])
+  assert np.any(np.abs(clean + noise) > spec["action"]["clip"])  # the clip is exercised
+  np.testing.assert_allclose((ctrl[std][0][index] - default) / scale, want, atol=1e-5)
+  policy = load_policy(out)  # the noisy action is the one the next observation holds
+  readings = {"base_quat_wxyz": np.array([1.0, 0, 0, 0]), "base_ang_vel": np.zeros(3),
+              "base_lin_vel": np.zeros(3), "joint_pos": default, "joint_vel": np.zeros_like(default),
+              "command": np.asarray(command)}
+  action = policy.act(readings, noise)
+  np.testing.assert_array_equal(policy.last_action, action)
+  assert np.abs(action).max() <= spec["action"]["clip"]
+  code, _, err = _cli(["play", str(out), "--action-noise-std", "-0.1"], capsys)
+  assert code == 2 and "--action-noise-std" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_play_path_is_the_ground_covered_without_the_sway():
   """`path_m` on a hand-made track: 20 s at 0.8 m/s round a circle at 0.5 rad/s (radius 1.6 m),
   with 4 cm of side-to-side sway at 1.25 Hz, sampled every 20 ms. The ground covered is 0.8 x 20

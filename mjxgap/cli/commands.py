@@ -49,6 +49,16 @@ def _positive_float(text: str) -> float:
   return value
 
 
+def _non_negative_float(text: str) -> float:
+  try:
+    value = float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+  if not (math.isfinite(value) and value >= 0):
+    raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+  return value
+
+
 def _positive_ints(text: str) -> list[int]:
   """`64,256,1024`"""
   try:
@@ -216,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--video", default=None,
                  help="also write a .gif or .mp4 of the run (offscreen OpenGL: MUJOCO_GL=egl "
                       "or osmesa, the first that works when unset)")
+  p.add_argument("--action-noise-std", type=_non_negative_float, default=0.0,
+                 help="add Gaussian noise of this std to each action, as training's exploration "
+                      "does (a diagnosis: does a gait rely on the noise?); default 0")
+  p.add_argument("--seed", type=int, default=0, help="the noise's draw")
   p.add_argument("--out", help="also write the JSON result to this file")
 
   p = sub.add_parser("gap", help="the sim-to-real gap: an exported policy in held-out reality "
@@ -425,8 +439,8 @@ def run(argv: list[str] | None = None) -> int:
   elif args.command == "play":
     from mjxgap.deploy.play import play
 
-    _emit(play(args.policy, args.robot, args.seconds, args.velocity_command, video=args.video),
-          args.out)
+    _emit(play(args.policy, args.robot, args.seconds, args.velocity_command, video=args.video,
+               action_noise_std=args.action_noise_std, seed=args.seed), args.out)
   elif args.command == "gap":
     from mjxgap.gap.measure import default_out, measure_gap
     from mjxgap.process import enable_compilation_cache

@@ -39,11 +39,13 @@ def load_policy(folder: pathlib.Path) -> Policy:
 
 def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 20.0,
          command=(0.0, 0.0, 0.0), record_s: float = 0.0, video: str | None = None,
-         after_step=None) -> dict:
+         after_step=None, action_noise_std: float = 0.0, seed: int = 0) -> dict:
   """Runs the policy for `seconds` (or until it falls); survival, distance, tracking error.
   With `record_s`, also the joint positions of the first `record_s` seconds, per physics step;
   with `video`, a GIF or MP4 of the run (25 frames per simulated second); `after_step(model,
-  data, control_step)`, if given, sees the state after each control step (a diagnosis hook)."""
+  data, control_step)`, if given, sees the state after each control step (a diagnosis hook).
+  `action_noise_std` adds Gaussian noise of that std to each action (drawn from `seed`), as
+  training's exploration does: how much a behaviour depends on the noise (a diagnosis)."""
   from mjxgap.robot import load_robot
 
   folder = pathlib.Path(folder)
@@ -65,6 +67,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
   fall_height = spec["termination"]["fall_height_m"]
   max_tilt = spec["termination"]["max_tilt_rad"]
   command = np.asarray(command, np.float64)
+  rng = np.random.default_rng(seed)
 
   d = mujoco.MjData(m)
   d.qpos[:] = rb.default_qpos
@@ -87,7 +90,9 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
                 "base_lin_vel": rotate_inverse(quat, d.qvel[0:3]),
                 "joint_pos": d.qpos[qadr].copy(), "joint_vel": d.qvel[vadr].copy(),
                 "command": command}
-    targets = policy.joint_targets(policy.act(readings))
+    noise = (action_noise_std * rng.standard_normal(spec["action"]["size"])
+             if action_noise_std else None)
+    targets = policy.joint_targets(policy.act(readings, noise))
     ctrl = np.zeros(m.nu)
     ctrl[index] = targets  # the robot's actuators are in its joint order
     d.ctrl[:] = ctrl
@@ -129,6 +134,7 @@ def play(folder: str | pathlib.Path, robot: str | None = None, seconds: float = 
       "displacement_m": _rotate_z(d.qpos[:2] - start_xy, -start_yaw).tolist(),
       "yaw_change_rad": float(turned),
       "command": command.tolist(),
+      **({"action_noise_std": action_noise_std, "seed": seed} if action_noise_std else {}),
       "mean_velocity_tracking_error_mps": float(np.mean(tracking)),
       "mean_yaw_rate_error_rad_s": float(np.mean(yaw_tracking)),
       # how much each joint moves once under way (whether the feet step, the hips yaw): the

@@ -121,12 +121,16 @@ class Policy:
     self.gait_cycles = 0.0
     self.history.reset()
 
-  def act(self, readings: dict) -> np.ndarray:
-    """One control step: the action (kept as the next step's `last_action`)."""
+  def act(self, readings: dict, noise: np.ndarray | None = None) -> np.ndarray:
+    """One control step: the action (kept as the next step's `last_action`). `noise` (a
+    diagnosis: training's exploration) is added to it and the sum clipped, as in training."""
     obs = self.history({**readings, "last_action": self.last_action,
                         "gait_cycles": self.gait_cycles})
     self.last_action = self.session.run([self.spec["onnx"]["output"]],
                                         {self.spec["onnx"]["input"]: obs[None]})[0][0]
+    if noise is not None:
+      clip = self.spec["action"]["clip"]
+      self.last_action = np.clip(self.last_action + noise, -clip, clip).astype(np.float32)
     if "gait" in self.spec:
       self.gait_cycles = advance_gait(self.spec, self.gait_cycles, readings["command"])
     return self.last_action
