@@ -262,6 +262,7 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
   forward's validated candidates were played, which were rarely the ones meeting the most
   bands.) The final evaluation's 256 episodes still test the choice.
 
+  A branch (`--branch-from`) chooses among its own checkpoints, from the branch point on.
   Every measurement is cached in OUT/selection.json (and results/<name>/)."""
   latest = curve[-1]["iteration"]
   if args.select == "latest":
@@ -303,7 +304,11 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
 
   validation_episodes = args.validation_episodes or args.episodes
   passes = lambda c: validates(validation, c, validation_episodes, TARGET_DR)
-  candidates = [p["iteration"] for p in curve if _reached(p)]
+  # a branch chooses among its own checkpoints: the curve points before the branch point are
+  # its parent's (copied by `_branch`), and so are their checkpoints
+  first = (args.branch_from[1] // _per_iteration(json.loads((run / "config.json").read_text()))
+           if args.branch_from else 0)
+  candidates = [p["iteration"] for p in curve if _reached(p) and p["iteration"] >= first]
 
   def chosen(rule: str, best: int) -> dict:
     return {"rule": rule, "iteration": best, "candidates": candidates,

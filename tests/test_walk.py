@@ -836,6 +836,17 @@ def test_walk_cpu_select_native_plays_every_checkpoint_and_validates_the_most_ba
   falls[8] = 0.05
   assert select("u")["iteration"] == 8  # 8 now validates and is the only one left with 3
 
+  # a branch at iteration 6 (240 env steps of 40 an iteration) chooses among its own: 6 and 8
+  (tmp_path / "run").mkdir(exist_ok=True)
+  (tmp_path / "run" / "config.json").write_text(json.dumps({"ppo": {"num_envs": 4,
+                                                                    "unroll_length": 10}}))
+  exported.clear()
+  args = walk_cpu.parser().parse_args(["--name", "b", "--select", "native",
+                                       "--branch-from", "src@240"])
+  (tmp_path / "b").mkdir()
+  chosen = walk_cpu._select(tmp_path / "run", tmp_path / "b", curve, args)
+  assert chosen["candidates"] == [6, 8] and exported == [6, 8] and chosen["iteration"] == 8
+
 
 def test_native_screen_plays_the_checkpoints_meeting_the_target(tmp_path, monkeypatch, capsys):
   """experiments/native_screen.py: the checkpoints whose curve point meets the target (0.2 m/s,
