@@ -965,8 +965,10 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   if args.select in ("forward", "native"):  # the rule recomputed from the committed files
     selection = json.loads((kept / "selection.json").read_text())
     held, validation = selection.get("held_forward", {}), selection["validation"]
+    first = (args.branch_from[1] // (config["ppo"]["num_envs"] * config["ppo"]["unroll_length"])
+             if args.branch_from else 0)  # a branch chooses among its own checkpoints
     candidates = [str(p["iteration"]) for p in json.loads((kept / "curve.json").read_text())
-                  if meets(p)]
+                  if meets(p) and p["iteration"] >= first]
   chosen_natively = None
   if args.select == "native":  # since 2026-12-04: every candidate's plays (selection, screen)
     screen = kept / "native_screen.json"
