@@ -111,37 +111,44 @@ def _restore_run(run: pathlib.Path, saved: pathlib.Path) -> None:
       tar.extractall(run.parent, filter="data")
 
 
-def _check_branch_point(name: str, env_steps: int) -> int:
-  """The iteration of run `name`'s packed checkpoint at `env_steps`; one line and exit 2 when
-  it has no pack (e.g. a misspelt name) or no checkpoint there."""
+def _check_branch_point(name: str, env_steps: int) -> tuple[int, list[dict]]:
+  """The iteration of run `name`'s packed checkpoint at `env_steps` and its metrics rows up to
+  there, read in one pass over the pack; one line and exit 2 when it has no pack (e.g. a
+  misspelt name) or no checkpoint there."""
   saved = _saved(name)
   if not saved.is_file():
     fail(f"--branch-from: {saved} does not exist (a run packed by --save-run)")
-  with tarfile.open(saved) as tar:
-    per_iteration = _per_iteration(json.load(tar.extractfile("run/config.json")))
-    packed = sorted({int(m.name.split("/")[2]) for m in tar.getmembers()
-                     if m.name.startswith("run/checkpoints/") and m.name.count("/") >= 2})
+  config, rows, packed = None, [], set()
+  with tarfile.open(saved, "r|gz") as tar:  # a stream: the 16 MB pack is decompressed once
+    for m in tar:
+      if m.name == "run/config.json":
+        config = json.load(tar.extractfile(m))
+      elif m.name == "run/metrics.jsonl":
+        rows = [json.loads(line) for line in tar.extractfile(m) if line.strip()]
+      elif m.name.startswith("run/checkpoints/") and m.name.count("/") >= 2:
+        packed.add(int(m.name.split("/")[2]))
+  per_iteration = _per_iteration(config)
   if env_steps % per_iteration or env_steps // per_iteration not in packed:
     fail(f"--branch-from {name}@{env_steps}: {saved} holds checkpoints at "
-         f"{', '.join(str(c * per_iteration) for c in packed)} env steps only")
-  return env_steps // per_iteration
+         f"{', '.join(str(c * per_iteration) for c in sorted(packed))} env steps only")
+  iteration = env_steps // per_iteration
+  return iteration, [r for r in rows if r["iteration"] <= iteration]
 
 
-def _branch(run: pathlib.Path, name: str, iteration: int) -> None:
-  """Starts `run` as run `name` at `iteration` (checked by `_check_branch_point`): its config,
-  its metrics up to there and its checkpoint there, from its pack
-  (results/NAME/run_latest.tar.gz), and its curve up to there (the same checkpoints); the
-  training resumes it."""
-  with tarfile.open(_saved(name)) as tar:
-    tmp = run.with_name(run.name + ".branching")
-    shutil.rmtree(tmp, ignore_errors=True)
-    checkpoint = f"run/checkpoints/{iteration}"
-    tar.extractall(tmp, filter="data", members=[
-        m for m in tar.getmembers() if m.name in ("run/config.json", "run/metrics.jsonl")
-        or m.name == checkpoint or m.name.startswith(checkpoint + "/")])
-  metrics = tmp / "run" / "metrics.jsonl"
-  metrics.write_text("".join(json.dumps(r) + "\n" for r in read_metrics(metrics)
-                             if r["iteration"] <= iteration))
+def _branch(run: pathlib.Path, name: str, iteration: int, metrics: list[dict]) -> None:
+  """Starts `run` as run `name` at `iteration` (checked by `_check_branch_point`, which read
+  `metrics`, its rows up to there): its config and its checkpoint there, from its pack
+  (results/NAME/run_latest.tar.gz), those metrics, and its curve up to there (the same
+  checkpoints); the training resumes it."""
+  tmp = run.with_name(run.name + ".branching")
+  shutil.rmtree(tmp, ignore_errors=True)
+  checkpoint = f"run/checkpoints/{iteration}"
+  with tarfile.open(_saved(name), "r|gz") as tar:
+    for m in tar:
+      if m.name == "run/config.json" or m.name == checkpoint or m.name.startswith(
+          checkpoint + "/"):
+        tar.extract(m, tmp, filter="data")
+  (tmp / "run" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
   (tmp / "run").rename(run)
   tmp.rmdir()
   source_curve, curve = RESULTS / name / "curve.json", run.parent / "curve.json"
@@ -151,15 +158,12 @@ def _branch(run: pathlib.Path, name: str, iteration: int) -> None:
   print(f"{run}: branched off {name} at iteration {iteration}", flush=True)
 
 
-def _check_branched(run: pathlib.Path, name: str, iteration: int) -> None:
+def _check_branched(run: pathlib.Path, name: str, iteration: int, metrics: list[dict]) -> None:
   """An existing `run` given `--branch-from NAME@...` resumes only if it is that branch: its
-  metrics up to `iteration` are NAME's (copied by `_branch`); one line and exit 2 otherwise
-  (another run under the same --out or --name)."""
-  with tarfile.open(_saved(name)) as tar:
-    rows = [json.loads(line) for line in tar.extractfile("run/metrics.jsonl") if line.strip()]
-  source = [r for r in rows if r["iteration"] <= iteration]
+  metrics up to `iteration` are NAME's (`metrics`, copied by `_branch`); one line and exit 2
+  otherwise (another run under the same --out or --name)."""
   own = read_metrics(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
-  if own[:len(source)] != source:
+  if own[:len(metrics)] != metrics:
     fail(f"--branch-from {name}: {run} exists and is not its branch (its metrics up to "
          f"iteration {iteration} differ from {name}'s): another run under this --out or --name")
 
@@ -237,7 +241,8 @@ def _curve(run: pathlib.Path, out: pathlib.Path, episodes: int, name: str) -> li
   return sorted(points.values(), key=lambda p: p["iteration"])
 
 
-def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> dict:
+def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args,
+            first: int = 0) -> dict:
   """The checkpoint to report and export, of those whose curve point meets the target (a
   64-episode screen under nominal_dr). `--select latest`: the last checkpoint.
 
@@ -262,7 +267,8 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
   forward's validated candidates were played, which were rarely the ones meeting the most
   bands.) The final evaluation's 256 episodes still test the choice.
 
-  A branch (`--branch-from`) chooses among its own checkpoints, from the branch point on.
+  A branch (`--branch-from`) chooses among its own checkpoints, from its branch point's
+  iteration `first` on: the curve points before it are its parent's (copied by `_branch`).
   Every measurement is cached in OUT/selection.json (and results/<name>/)."""
   latest = curve[-1]["iteration"]
   if args.select == "latest":
@@ -304,10 +310,6 @@ def _select(run: pathlib.Path, out: pathlib.Path, curve: list[dict], args) -> di
 
   validation_episodes = args.validation_episodes or args.episodes
   passes = lambda c: validates(validation, c, validation_episodes, TARGET_DR)
-  # a branch chooses among its own checkpoints: the curve points before the branch point are
-  # its parent's (copied by `_branch`), and so are their checkpoints
-  first = (args.branch_from[1] // _per_iteration(json.loads((run / "config.json").read_text()))
-           if args.branch_from else 0)
   candidates = [p["iteration"] for p in curve if _reached(p) and p["iteration"] >= first]
 
   def chosen(rule: str, best: int) -> dict:
@@ -611,7 +613,9 @@ def main() -> None:
   if args.set_from and any(at_s is not None for _, at_s, _ in args.lr_drop):
     parser().error("--set-from is at env steps: give --lr-drop at env steps too (ENV_STEPS:RATE)")
   # checked before anything is written
-  branch_iteration = _check_branch_point(*args.branch_from) if args.branch_from else None
+  # the branch point's iteration and the parent's metrics up to there
+  branch_iteration, branch_metrics = (_check_branch_point(*args.branch_from) if args.branch_from
+                                      else (0, []))
   out = pathlib.Path(args.out)
   run = out / "run"
   out.mkdir(parents=True, exist_ok=True)
@@ -623,9 +627,9 @@ def main() -> None:
     return
   _restore_run(run, _saved(args.name))  # a fresh machine resumes, or reports, from the commit
   if args.branch_from and not run.exists():
-    _branch(run, args.branch_from[0], branch_iteration)
+    _branch(run, args.branch_from[0], branch_iteration, branch_metrics)
   elif args.branch_from:  # resuming the branch
-    _check_branched(run, args.branch_from[0], branch_iteration)
+    _check_branched(run, args.branch_from[0], branch_iteration, branch_metrics)
   if args.phase in ("train", "all"):
     _train(run, args)
   if args.phase == "train":
@@ -633,7 +637,7 @@ def main() -> None:
   curve = _curve(run, out, args.curve_episodes, args.name)
   if not curve:  # e.g. a curve loop's first call beside a training that has not checkpointed
     raise SystemExit(f"{run}: no checkpoint to evaluate yet")
-  selected = _select(run, out, curve, args)
+  selected = _select(run, out, curve, args, branch_iteration)
   if args.phase == "curve":
     return
   rows = read_metrics(run / "metrics.jsonl")

@@ -836,15 +836,11 @@ def test_walk_cpu_select_native_plays_every_checkpoint_and_validates_the_most_ba
   falls[8] = 0.05
   assert select("u")["iteration"] == 8  # 8 now validates and is the only one left with 3
 
-  # a branch at iteration 6 (240 env steps of 40 an iteration) chooses among its own: 6 and 8
-  (tmp_path / "run").mkdir(exist_ok=True)
-  (tmp_path / "run" / "config.json").write_text(json.dumps({"ppo": {"num_envs": 4,
-                                                                    "unroll_length": 10}}))
+  # a branch at iteration 6 chooses among its own: 6 and 8
   exported.clear()
-  args = walk_cpu.parser().parse_args(["--name", "b", "--select", "native",
-                                       "--branch-from", "src@240"])
+  args = walk_cpu.parser().parse_args(["--name", "b", "--select", "native"])
   (tmp_path / "b").mkdir()
-  chosen = walk_cpu._select(tmp_path / "run", tmp_path / "b", curve, args)
+  chosen = walk_cpu._select(tmp_path / "run", tmp_path / "b", curve, args, 6)
   assert chosen["candidates"] == [6, 8] and exported == [6, 8] and chosen["iteration"] == 8
 
 
@@ -938,8 +934,11 @@ def test_walking_recipe_file_is_its_committed_run(tmp_path):
   walk_cpu._restore_run(run, walk_cpu._saved(args.name))  # as walk_cpu.py unpacks it
   config = json.loads((run / "config.json").read_text())
   rows = walk_cpu.read_metrics(run / "metrics.jsonl")
-  expected = apply_overrides(PRESETS["cpu"], args.set).task_overrides
-  assert config["task_overrides"] == json.loads(json.dumps(expected))
+  # config.json is the last leg's: the recipe's settings, then each --set-from in step order
+  late = [f"{field}={value}" for _, field, value in sorted(args.set_from, key=lambda s: s[0])]
+  expected = apply_overrides(PRESETS["cpu"], [*args.set, *late])
+  assert config["task_overrides"] == json.loads(json.dumps(expected.task_overrides))
+  assert config["ppo"]["max_action_std"] == expected.ppo.max_action_std
   assert config["ppo"]["symmetry_augmentation"] is args.symmetry_augmentation is True
   # each stretch between drops at its own rate: the preset's, then each drop's
   bounds = [0, *(steps for steps, _, _ in args.lr_drop), float("inf")]
