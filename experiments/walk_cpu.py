@@ -612,8 +612,8 @@ def main() -> None:
   args = parser().parse_args()
   if args.set_from and any(at_s is not None for _, at_s, _ in args.lr_drop):
     parser().error("--set-from is at env steps: give --lr-drop at env steps too (ENV_STEPS:RATE)")
-  # checked before anything is written
-  # the branch point's iteration and the parent's metrics up to there
+  # the branch point's iteration and the parent's metrics up to there, checked before anything
+  # is written
   branch_iteration, branch_metrics = (_check_branch_point(*args.branch_from) if args.branch_from
                                       else (0, []))
   out = pathlib.Path(args.out)
