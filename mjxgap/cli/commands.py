@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
 
   p = sub.add_parser("tasks", help="list the tasks")
 
+  p = sub.add_parser("recipes", help="list the training recipes: robot, task, budget, stages, "
+                                     "target and what each was measured to reach (JSON lines)")
+
   p = sub.add_parser("rollout", help="run a randomized rollout (random actions) and summarise it")
   _add_robot_task(p)
   p.add_argument("--num-envs", type=_positive_int, default=64)
@@ -127,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "runs/<task>_<robot>_<date-time>; required with --resume)")
   p.add_argument("--resume", action="store_true",
                  help="continue the run in --out from its latest checkpoint")
+  p.add_argument("--recipe", default=None,
+                 help="train a named recipe (mjxgap recipes lists them): its robot, task, "
+                      "learner, randomization, stages and budget; --seed, --total-steps and "
+                      "--set still apply")
   p.add_argument("--preset", default=None, help="smoke (default), cpu or gpu")
   p.add_argument("--robot", default=None, help=ROBOT_HELP)
   p.add_argument("--task", default=None, help="task name (default: stand)")
@@ -216,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--out", required=True, help="folder to create (must not exist or be empty)")
   p.add_argument("--step", type=int, default=None, help="checkpoint iteration (default: latest)")
 
+  p = sub.add_parser("select", help="choose a run's checkpoint on validation episodes and "
+                                    "plays only, export it and test it once (its recipe's "
+                                    "target): OUT/selection.json, OUT/test.json")
+  p.add_argument("run", help="run folder written by mjxgap train")
+  p.add_argument("--out", required=True, help="export folder to create (must not exist or be "
+                                              "empty)")
+
   p = sub.add_parser("play", help="run an exported policy in native MuJoCo (not MJX) from its "
                                   "policy.json alone; JSON summary")
   p.add_argument("policy", help="folder written by mjxgap export")
@@ -282,9 +296,19 @@ def _train_config(args):
 
   from mjxgap.runs import config as run_config
   from mjxgap.runs.factory import with_absolute_paths
+  from mjxgap.runs.recipe import recipe
   from mjxgap.runs.resume import load_config
 
-  if args.resume or getattr(args, "prepared", False):
+  resuming = args.resume or getattr(args, "prepared", False)
+  if args.recipe is not None:
+    given = [f"--{k}" for k in ("preset", "robot", "task", "dr", "actuator")
+             if getattr(args, k) is not None]
+    if given or resuming:
+      raise UserError(f"--recipe {args.recipe}: " + (
+          f"the recipe names its own {', '.join(given)} (change single fields with --set)"
+          if given else "a resumed run keeps its config; resume without --recipe"))
+    config = recipe(args.recipe).train_config(args.seed or 0)
+  elif resuming:
     config = load_config(pathlib.Path(args.out), validate=False)  # its --dr file may have moved
     if args.preset is not None and args.preset != config.preset:
       raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
@@ -340,9 +364,43 @@ def _slurm(args) -> None:
 
 
 def _default_run(config) -> str:
-  """runs/<task>_<robot>_<date-time>"""
+  """runs/<recipe>_seed<N>_<date-time>, or runs/<task>_<robot>_<date-time>"""
   name = pathlib.Path(config.robot).stem if config.robot.endswith(".xml") else config.robot
-  return os.path.join("runs", f"{config.task}_{name}_{time.strftime('%Y%m%d-%H%M%S')}")
+  stem = f"{config.recipe}_seed{config.seed}" if config.recipe else f"{config.task}_{name}"
+  return os.path.join("runs", f"{stem}_{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def _split_over_cpu_devices(args) -> None:
+  """Gives JAX's CPU backend `--cpu-devices` devices (a recipe's own count by default), before
+  anything starts it. In a process where JAX already runs (a notebook, a test) a recipe's count
+  is left out and the envs go on the devices there are; an explicit --cpu-devices is refused."""
+  import jax
+
+  count = _recipe_cpu_devices(args)
+  if not count:
+    return
+  try:
+    jax.config.update("jax_num_cpu_devices", count)
+  except RuntimeError:
+    if args.cpu_devices:
+      raise UserError("--cpu-devices: JAX has already started in this process; pass it to a "
+                      "fresh `mjxgap train`") from None
+
+
+def _recipe_cpu_devices(args) -> int | None:
+  """The host devices a recipe's run splits its envs over on a CPU (the recipe's; on --resume
+  the recipe the run was made from), unless --cpu-devices says otherwise."""
+  from mjxgap.runs.recipe import recipes
+
+  if args.cpu_devices or not (args.recipe or args.resume or args.preemptible):
+    return args.cpu_devices
+  name = args.recipe
+  if name is None and args.out and (pathlib.Path(args.out) / "config.json").is_file():
+    try:
+      name = json.loads((pathlib.Path(args.out) / "config.json").read_text()).get("recipe")
+    except (OSError, ValueError, AttributeError):
+      name = None  # reported when the config is read
+  return recipes()[name].cpu_devices if name in recipes() else None
 
 
 def _join_negative_values(argv: list[str]) -> list[str]:
@@ -373,6 +431,11 @@ def run(argv: list[str] | None = None) -> int:
     from mjxgap.runs.factory import task_names
 
     print("\n".join(task_names()))
+  elif args.command == "recipes":
+    from mjxgap.runs.recipe import recipes
+
+    for r in recipes().values():
+      print(json.dumps(r.listing()))
   elif args.command == "rollout":
     from mjxgap.process import enable_compilation_cache
     from mjxgap.evaluation.rollout import random_rollout
@@ -387,14 +450,11 @@ def run(argv: list[str] | None = None) -> int:
 
     if (args.resume or args.preemptible) and not args.out:
       raise UserError("train --resume/--preemptible needs --out RUN, the run folder")
-    if args.cpu_devices:  # before anything starts JAX's backends
-      import jax
-
-      jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     if args.preemptible:  # a (re)started job: continue the run, or start the prepared one
       args.resume = bool(checkpoint.steps(args.out))
       args.prepared = not args.resume and (pathlib.Path(args.out) / "config.json").is_file()
     config = _train_config(args)
+    _split_over_cpu_devices(args)
     args.out = args.out or _default_run(config)
     enable_compilation_cache()
     announce = lambda c: print(json.dumps({"config": c.to_dict()}, indent=2), flush=True)
@@ -436,6 +496,13 @@ def run(argv: list[str] | None = None) -> int:
 
     enable_compilation_cache()
     _emit(export(args.run, args.out, args.step), None)
+  elif args.command == "select":
+    from mjxgap.evaluation.selection import select_and_test
+    from mjxgap.process import enable_compilation_cache
+
+    enable_compilation_cache()
+    _emit(select_and_test(args.run, args.out, log=lambda s: print(s, file=sys.stderr,
+                                                                  flush=True)), None)
   elif args.command == "play":
     from mjxgap.deploy.play import play
 

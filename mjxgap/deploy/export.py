@@ -195,6 +195,8 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
       "task": task.name,
       "checkpoint_iteration": iteration,
       "training_config_sha256": config_sha256(config),
+      # the recipe (`mjxgap recipes`) and training seed it came from; "" for a run of no recipe
+      "recipe": {"name": config.recipe, "sha256": config.recipe_sha256, "seed": config.seed},
       "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET,
                "ir_version": IR_VERSION, "normalizer_folded_in": policy.normalize},
       "joint_names": list(robot.joint_names),
@@ -280,14 +282,14 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   from mjxgap.runs import checkpoint
   from mjxgap.robot import load_robot
   from mjxgap.runs.factory import check, make_trainer, without_training_aids
-  from mjxgap.runs.resume import load_config
+  from mjxgap.runs.resume import load_config_at
 
   run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise UserError(f"--out {out}: exists and is not an empty folder")
-  config = load_config(run_dir, validate=False)
-  inputs = check(without_training_aids(config))
   checkpoint.read_meta(run_dir, step)  # a clear error before building anything
+  config = load_config_at(run_dir, step)
+  inputs = check(without_training_aids(config))
   # the training env at the robot's own physics step and the task's own commands: what the
   # sidecar records and the parity check's recorded observations come from
   env = inputs.env(load_robot(config.robot))

@@ -32,7 +32,7 @@ from mjxgap.robot import load_robot
 from mjxgap.runs.factory import (check, make_trainer, robot_name, task_config,
                                  without_training_aids)
 from mjxgap.runs.config import TrainConfig
-from mjxgap.runs.resume import load_config
+from mjxgap.runs.resume import load_config_at
 from mjxgap.sim import adr as adr_lib
 
 
@@ -44,7 +44,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   with `falls`, also each fallen episode's time of the fall and command then (where it breaks);
   with `command` (forward m/s, lateral m/s, yaw rad/s), every episode under that one command."""
   run_dir = pathlib.Path(run_dir)
-  trained = load_config(run_dir, validate=False)
+  trained = load_config_at(run_dir, step)
   config = without_training_aids(trained)
   if command is not None:
     config = fixed_command(config, command)

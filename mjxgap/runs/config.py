@@ -1,7 +1,9 @@
-"""Typed run configuration: what to train, the learner (`PPOConfig`), presets, overrides.
+"""Typed run configuration: what to train, the learner (`PPOConfig`), stages, presets, overrides.
 
 A run is fully described by one `TrainConfig`, written as `config.json`; `--set a.b=value` on the
-command line overrides any field, parsed to that field's type.
+command line overrides any field, parsed to that field's type. `stages` change learner and task
+fields at given env steps inside one training process (`config_at`): a learning-rate drop, a
+tighter exploration-noise cap, a reward weight.
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ from typing import Any, Mapping
 
 from mjxgap.agent.config import PPOConfig
 from mjxgap.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+  """From `at_env_steps` on, training runs with `set` applied: `--set` assignments of `ppo.*`
+  and `task.*` fields that a running state can take (`runs.resume.check_continuable`)."""
+
+  at_env_steps: int
+  set: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +43,10 @@ class TrainConfig:
   keep_checkpoints: int = 3
   time_limit_s: float = 0.0  # wall-clock budget of one train call (0: none); stops with a checkpoint
   preset: str = "custom"
+  # in env-step order: each changes fields from its start on (`config_at`)
+  stages: tuple[Stage, ...] = ()
+  recipe: str = ""  # the recipe the run was made from (`mjxgap train --recipe`), if any
+  recipe_sha256: str = ""  # that recipe's config, hashed (`runs.recipe.Recipe.sha256`)
 
   def check_fields(self) -> None:
     """The numbers and the learner's settings; not the strings naming the robot, task,
@@ -43,6 +58,16 @@ class TrainConfig:
     if not self.time_limit_s >= 0:
       raise UserError(f"time_limit_s must be >= 0, got {self.time_limit_s}")
     self.ppo.validate()
+    at = [s.at_env_steps for s in self.stages]
+    if any(a < 1 for a in at) or at != sorted(set(at)):
+      raise UserError(f"stages must start at increasing env steps >= 1, got {at}")
+    for stage in self.stages:
+      for assignment in stage.set:
+        if not assignment.partition(".")[0] in ("ppo", "task"):
+          raise UserError(f"stage at {stage.at_env_steps:,} env steps: {assignment!r}: a stage "
+                          "sets ppo.* and task.* fields only")
+    for i in range(len(self.stages)):  # each stage's fields parse and are set in range
+      config_at(self, self.stage_iterations[i]).ppo.validate()
 
   def validate(self) -> None:
     """Every field: `check_fields`, then the task, randomization and actuator, read by the run
@@ -58,6 +83,12 @@ class TrainConfig:
   @property
   def num_iterations(self) -> int:
     return max(1, math.ceil(self.total_steps / self.steps_per_iteration))
+
+  @property
+  def stage_iterations(self) -> list[int]:
+    """Each stage's first iteration (0-based): the first whose env steps start at or after its
+    `at_env_steps`."""
+    return [math.ceil(s.at_env_steps / self.steps_per_iteration) for s in self.stages]
 
   def to_dict(self) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(self)))
@@ -176,9 +207,22 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
           **config.task_overrides, rest: _parse(text, types_[rest], where)})
     else:
       types_ = _field_types(TrainConfig)
-      if key not in types_ or key in ("ppo", "task_overrides"):
+      if key not in types_ or key in ("ppo", "task_overrides", "stages", "recipe",
+                                      "recipe_sha256"):
         raise UserError(f"{where}: TrainConfig has no field {key!r}")
       config = dataclasses.replace(config, **{key: _parse(text, types_[key], where)})
+  return config
+
+
+def config_at(config: TrainConfig, iteration: int) -> TrainConfig:
+  """The config in force at 0-based iteration `iteration`: `config` with every stage that has
+  started by then applied, in order (its `stages` kept)."""
+  for stage, start in zip(config.stages, config.stage_iterations):
+    if start <= iteration:
+      try:
+        config = apply_overrides(config, list(stage.set))
+      except UserError as e:
+        raise UserError(f"stage at {stage.at_env_steps:,} env steps: {e}") from None
   return config
 
 
@@ -188,7 +232,9 @@ def from_dict(data: Mapping[str, Any], where: str) -> TrainConfig:
     ppo_types = _field_types(PPOConfig)
     ppo = {k: tuple(v) if typing.get_origin(ppo_types[k]) is tuple else v
            for k, v in dict(data.get("ppo", {})).items()}
-    top = {k: v for k, v in data.items() if k != "ppo"}
-    return TrainConfig(**top, ppo=PPOConfig(**ppo))
-  except (TypeError, KeyError, AttributeError) as e:
+    stages = tuple(Stage(int(s["at_env_steps"]), tuple(str(a) for a in s["set"]))
+                   for s in data.get("stages", ()))
+    top = {k: v for k, v in data.items() if k not in ("ppo", "stages")}
+    return TrainConfig(**top, ppo=PPOConfig(**ppo), stages=stages)
+  except (TypeError, KeyError, AttributeError, ValueError) as e:
     raise UserError(f"{where}: not a training config ({e})") from None

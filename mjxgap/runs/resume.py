@@ -16,7 +16,7 @@ import pathlib
 from mjxgap.env.task import COMMAND_AIDS
 from mjxgap.errors import UserError
 from mjxgap.runs import factory
-from mjxgap.runs.config import TrainConfig, from_dict
+from mjxgap.runs.config import TrainConfig, config_at, from_dict
 from mjxgap.sim import spec_file
 from mjxgap.sim.actuators.net import NET_FILES
 
@@ -55,6 +55,17 @@ def load_config(run_dir: pathlib.Path, validate: bool = True) -> TrainConfig:
   return config
 
 
+def load_config_at(run_dir: pathlib.Path, step: int | None = None) -> TrainConfig:
+  """The run's config in force at its checkpoint `step` (default: the latest; as saved where it
+  has none, or no stages): what evaluating or exporting that checkpoint sees."""
+  from mjxgap.runs import checkpoint
+
+  config = load_config(run_dir, validate=False)
+  if config.stages and checkpoint.steps(run_dir):
+    config = config_at(config, checkpoint.read_meta(run_dir, step)[0])
+  return config
+
+
 def _sha256(paths: list[pathlib.Path]) -> str:
   """The files' contents, in order, not their names."""
   h = hashlib.sha256()
@@ -84,6 +95,30 @@ def fingerprints(config: TrainConfig) -> dict[str, str]:
           "net:" + _sha256([net_dir / name for name in NET_FILES])}
 
 
+def check_continuable(before: TrainConfig, after: TrainConfig, refuse) -> None:
+  """Refuses, through `refuse(field, before, after, why="")` (which raises), a config `after`
+  that a state trained under `before` cannot continue: a field of `INCOMPATIBLE`, a task change
+  other than reward weights and command aids, or a new rate for a schedule that keeps its own."""
+  for field in INCOMPATIBLE:
+    a, b = _get(before, field), _get(after, field)
+    if json.dumps(a, sort_keys=True, default=list) != json.dumps(b, sort_keys=True, default=list):
+      refuse(field, a, b)
+  _task_changes(before, after, refuse)
+  if (before.ppo.lr_schedule in ("linear", "adaptive")
+      and before.ppo.learning_rate != after.ppo.learning_rate):
+    refuse("ppo.learning_rate", before.ppo.learning_rate, after.ppo.learning_rate,
+           f" (the {before.ppo.lr_schedule} schedule continues from the rate in the state)")
+
+
+def check_stages(config: TrainConfig) -> None:
+  """Refuses (UserError, one line) a stage that changes what a running state cannot take."""
+  for stage, start in zip(config.stages, config.stage_iterations):
+    def refuse(field, a, b, why="", at=stage.at_env_steps):
+      raise UserError(f"stage at {at:,} env steps: {field} cannot change inside a run "
+                      f"(from {a!r} to {b!r}){why}")
+    check_continuable(config_at(config, start - 1), config_at(config, start), refuse)
+
+
 def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.Path,
                     saved_inputs: dict[str, str]) -> None:
   """Refuses (UserError, one line) a requested config that cannot continue the saved state.
@@ -91,11 +126,7 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
   def refuse(field, a, b, why=""):
     raise UserError(f"--resume {where}: incompatible config: {field} was {a!r}, now {b!r}{why}")
 
-  for field in INCOMPATIBLE:
-    a, b = _get(saved, field), _get(requested, field)
-    if json.dumps(a, sort_keys=True, default=list) != json.dumps(b, sort_keys=True, default=list):
-      refuse(field, a, b)
-  _task_changes(saved, requested, refuse, where)
+  check_continuable(saved, requested, refuse)
   now = fingerprints(requested)
   dr_file = factory.randomization_file(requested.dr)
   if dr_file is not None and saved_inputs.get("dr") == _sha256([dr_file]):
@@ -104,13 +135,9 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
     if saved_inputs.get(field) != now[field]:
       a, b = getattr(saved, field), getattr(requested, field)
       refuse(field, a, b, " (its contents changed)" if a == b else " (compared by contents)")
-  if (saved.ppo.lr_schedule in ("linear", "adaptive")
-      and saved.ppo.learning_rate != requested.ppo.learning_rate):
-    refuse("ppo.learning_rate", saved.ppo.learning_rate, requested.ppo.learning_rate,
-           f" (the {saved.ppo.lr_schedule} schedule continues from the rate in the checkpoint)")
 
 
-def _task_changes(saved: TrainConfig, requested: TrainConfig, refuse, where) -> None:
+def _task_changes(saved: TrainConfig, requested: TrainConfig, refuse) -> None:
   """Refuses a requested task that differs from the saved one other than in reward weights and
   command aids; a reward term added or removed (the state keeps one metric per term) is a
   change too."""
@@ -120,9 +147,9 @@ def _task_changes(saved: TrainConfig, requested: TrainConfig, refuse, where) -> 
     changed = [f"{verb} {t!r}" for verb, terms in (("adds", b.rewards.keys() - a.rewards.keys()),
                                                    ("drops", a.rewards.keys() - b.rewards.keys()))
                for t in sorted(terms)]
-    raise UserError(f"--resume {where}: incompatible config: it {' and '.join(changed)} as a reward "
-                    "term (a weight may change on --resume; a term must be in the run from its "
-                    "start, e.g. at weight 0)")
+    refuse("task rewards", sorted(a.rewards), sorted(b.rewards),
+           f": it {' and '.join(changed)} as a reward term (a weight may change; a term must be "
+           "in the run from its start, e.g. at weight 0)")
   free = {"rewards": {}, **COMMAND_AIDS}
   if dataclasses.replace(a, **free) != dataclasses.replace(b, **free):
     refuse("task_overrides", dict(saved.task_overrides), dict(requested.task_overrides))

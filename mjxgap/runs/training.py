@@ -27,10 +27,10 @@ from mjxgap.files import write_atomic
 from mjxgap.process import host_value
 from mjxgap.robot import load_robot
 from mjxgap.runs import checkpoint, cluster, factory
-from mjxgap.runs.config import TrainConfig
+from mjxgap.runs.config import TrainConfig, config_at
 from mjxgap.runs.plots import plot_adr_bounds, plot_curves
 from mjxgap.runs.progress import Progress
-from mjxgap.runs.resume import check_resumable, fingerprints, load_config
+from mjxgap.runs.resume import check_resumable, check_stages, fingerprints, load_config
 
 
 def _scalars(metrics: dict, iteration: int, env_steps: int, sps: float) -> dict[str, Any]:
@@ -94,16 +94,28 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   cluster.initialize()  # before JAX touches a device; nothing to do for a lone process
   primary = cluster.is_primary()
   inputs = factory.check(config)  # every field, the config's strings parsed once
+  check_stages(config)
+  start_iteration = 0
   if resume:
     saved = load_config(out, validate=False)
     if not checkpoint.steps(out):
       raise UserError(f"--resume {out}: no checkpoint in {out / 'checkpoints'}")
-    check_resumable(saved, config, out, checkpoint.read_meta(out)[1]["inputs"])
+    start_iteration, meta = checkpoint.read_meta(out)
+    check_resumable(config_at(saved, start_iteration), config_at(config, start_iteration), out,
+                    meta["inputs"])
   elif checkpoint.steps(out) or not _prepared(out, config):
     raise UserError(f"{out} already holds a run; pass --resume to continue it or choose "
                     "another --out")
   # everything that can fail on user input (robot file, checkpoint) before anything is written
-  trainer = factory.make_trainer(config, inputs.env(load_robot(config.robot)))
+  robot = load_robot(config.robot)
+
+  def trainer_at(iteration: int):
+    """The learner of the stage in force at `iteration` (its own compiled iteration)."""
+    staged = config_at(config, iteration)
+    env_inputs = inputs if staged == config else factory.check(staged)
+    return factory.make_trainer(staged, env_inputs.env(robot))
+
+  trainer = trainer_at(start_iteration)
   fingerprint = fingerprints(config)
   if resume:
     restored, meta = checkpoint.restore(out, trainer.init_abstract(),
@@ -124,6 +136,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   else:
     state = trainer.init(config.seed)
   start_iteration = int(host_value(state.iteration))
+  stage_starts = set(config.stage_iterations)
   rows = _read_metrics(out / "metrics.jsonl", start_iteration)
   if primary:
     write_atomic(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
@@ -160,6 +173,13 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   try:
     with open(out / "metrics.jsonl", "a") if primary else open(os.devnull, "w") as metrics_file:
       while iteration < config.num_iterations:
+        if iteration in stage_starts and iteration != start_iteration:  # a new stage: its learner
+          trainer = trainer_at(iteration)
+          state = trainer.place(trainer.resume(state))
+          if primary:
+            log(f"stage at iteration {iteration}: " + " ".join(
+                a for s, i in zip(config.stages, config.stage_iterations) if i == iteration
+                for a in s.set))
         t0 = time.perf_counter()
         state, metrics = trainer.iteration(state)
         metrics = host_value(metrics)
@@ -187,7 +207,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
             config.time_limit_s > 0 and time.perf_counter() - t_start >= config.time_limit_s)
         stopping = signalled or out_of_time
         if (iteration % config.checkpoint_every == 0 or iteration == config.num_iterations
-            or stopping):
+            or iteration in stage_starts or stopping):  # a stage starts from a checkpoint
           saver.save(state, config.to_dict(), __version__, fingerprint)
         if stopping:
           break

@@ -53,6 +53,12 @@ PRESETS = {
         delay_jitter_ms=2.0, obs_noise=NOMINAL_NOISE, push_velocity_mps=(0.1, 1.0),
         push_interval_s=(5.0, 15.0)),
     "adr": lambda: default_adr(),
+    # the walking recipes' training: nominal_dr with friction down to 0.3 (the evaluation's
+    # nominal_dr: 0.4) and a quarter of the episodes sensed without noise or delay
+    "walk_training": lambda: dataclasses.replace(
+        PRESETS["nominal_dr"](), clean_sensing_prob=0.25, params=tuple(
+            dataclasses.replace(p, low=0.3) if p.name == "friction" else p
+            for p in nominal_dr())),
     "wide": lambda: DomainRandomization(
         params=wide_dr(), action_delay_ms=(0.0, 40.0), obs_delay_ms=(0.0, 20.0),
         delay_jitter_ms=4.0, obs_noise=tuple((k, 1.5 * v) for k, v in NOMINAL_NOISE),

@@ -1,0 +1,75 @@
+"""The recipes: tuned training configs by name (`mjxgap recipes`, `mjxgap train --recipe`).
+
+Each is a complete `TrainConfig` built from a preset's learner, the task's defaults and the few
+settings that make that robot learn the task, plus its stages (what changes at which env step)
+and the target its chosen checkpoint is expected to meet. Measured figures: docs/results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mjxgap.runs.config import PRESETS, Stage, TrainConfig
+from mjxgap.runs.recipe import Recipe, Target
+
+_CPU = PRESETS["cpu"]
+
+# The built-in robot walks in 25 M env steps on a 2-core CPU: Playground's discount and entropy
+# (the cpu preset's are stand's), 128 envs for twice the updates per env step, each
+# transition's mirror image in the loss, then a lower learning rate and a tighter cap on the
+# exploration noise in two late stages: a deterministic policy must not rely on the noise to
+# turn or step sideways, and a looser hip pose lets it do both without it.
+WALK_BUILTIN = TrainConfig(
+    robot="builtin", task="walk", dr="walk_training", total_steps=25_000_000,
+    checkpoint_every=200, keep_checkpoints=1000, preset="cpu",
+    task_overrides={
+        "rewards.tracking_lin_vel": 3.0,  # velocity tracking weighs 3x Playground's
+        "actor_frames": 5,  # the actor reads its last 5 observations...
+        "actor_estimates": ("base_lin_vel",),  # ...and learns to estimate the base velocity
+        "single_axis_command_prob": 0.25,  # pure forward/sideways/turning commands...
+        "single_axis_weights": (1.0, 1.0, 2.0),  # ...half of them turns on the spot
+        "training_physics_step_s": 0.005,  # train at 5 ms physics (robot file: 4 ms)
+        "rewards.tracking_lin_vel_y": 1.0,  # the lateral velocity error on its own...
+        "lateral_tracking_sigma": 0.1,  # ...in a 0.1 (m/s)^2 kernel
+        "rewards.hip_deviation": -0.1,  # hip roll and yaw kept near the default pose
+        "rewards.feet_phase": 1.5,  # swing-foot height on the gait clock...
+        "feet_phase_sigma_m2": 0.0025,  # ...in a narrow kernel: the legs step
+        "training_command_resample_s": 10.0,  # commands held 10 s in training
+        "rewards.tracking_ang_vel": 1.5,  # yaw-rate tracking weighed twice
+        "gait_frequency_hz": 1.25,  # a slower gait clock
+    },
+    ppo=dataclasses.replace(_CPU.ppo, num_envs=128, discount=0.97, entropy_cost=0.005,
+                            symmetry_cost=0.5, symmetry_augmentation=True),
+    stages=(
+        Stage(12_800_000, ("ppo.learning_rate=1e-4", "ppo.max_action_std=0.1")),
+        Stage(17_920_000, ("ppo.learning_rate=3e-5", "ppo.max_action_std=0.05",
+                           "task.rewards.hip_deviation=-0.03")),
+    ))
+
+# Balance under nominal_dr's physics, delays, sensor noise and pushes.
+STAND_BUILTIN = dataclasses.replace(_CPU, robot="builtin", task="stand", dr="nominal_dr",
+                                    total_steps=3_000_000, checkpoint_every=50,
+                                    keep_checkpoints=1000)
+
+# GPU-sized: Playground's humanoid learner (the gpu preset) on the two real robots, the
+# robots' own walk tasks (mjxgap_envs.berkeley_humanoid, .g1) and their 150 M / 200 M budgets.
+_GPU = PRESETS["gpu"]
+WALK_BERKELEY = dataclasses.replace(_GPU, robot="berkeley_humanoid", task="walk",
+                                    dr="nominal_dr", total_steps=150_000_000,
+                                    ppo=dataclasses.replace(_GPU.ppo, symmetry_cost=0.5))
+WALK_G1 = dataclasses.replace(_GPU, robot="g1", task="walk", dr="nominal_dr",
+                              total_steps=200_000_000,
+                              ppo=dataclasses.replace(_GPU.ppo, symmetry_cost=0.5))
+
+RECIPES = {r.name: r for r in (
+    Recipe("walk_builtin", "the built-in robot walks: forward, backward, sideways, turning "
+           "(25 M env steps, about 2 h on 2 CPU cores)", WALK_BUILTIN,
+           Target(lin_vel_error_mps=0.2, fall_rate=0.05), cpu_devices=2),
+    Recipe("stand_builtin", "the built-in robot keeps its balance under nominal_dr's pushes "
+           "(3 M env steps on 2 CPU cores)", STAND_BUILTIN, Target(fall_rate=0.05),
+           cpu_devices=2),
+    Recipe("walk_berkeley_humanoid", "Berkeley Humanoid walks (GPU-sized: 8,192 envs, "
+           "150 M env steps)", WALK_BERKELEY, Target(lin_vel_error_mps=0.2, fall_rate=0.05)),
+    Recipe("walk_g1", "Unitree G1 walks (GPU-sized: 8,192 envs, 200 M env steps)", WALK_G1,
+           Target(lin_vel_error_mps=0.2, fall_rate=0.05)),
+)}

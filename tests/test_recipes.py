@@ -1,0 +1,230 @@
+"""Recipes, stages inside one training process, and the choice of a checkpoint on validation.
+
+The stage runs share `test_train.py`'s small config (the `smoke` preset at 8 envs, `stand`), so
+the first stage's iteration comes from the persistent compilation cache.
+"""
+
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from cli_helper import run_cli
+from mjxgap.runs import checkpoint
+from mjxgap.runs.config import PRESETS, Stage, apply_overrides, config_at, from_dict
+from mjxgap.runs.factory import make_trainer
+from mjxgap.runs.recipe import Target, recipe, recipes
+from mjxgap.runs.resume import load_config
+from mjxgap.runs.training import train
+
+STEPS_PER_ITERATION = 128  # 8 envs x 16 steps
+SMALL = apply_overrides(PRESETS["smoke"], [
+    "ppo.num_envs=8", "dr=nominal_dr", "checkpoint_every=3", "keep_checkpoints=10",
+    "task.episode_length_s=1.0", f"total_steps={4 * STEPS_PER_ITERATION}"])
+# from iteration 2 (0-based): a lower rate, a tighter exploration cap, another reward weight;
+# its env steps fall inside iteration 1, so it starts at the first whole iteration after them
+STAGED = dataclasses.replace(SMALL, stages=(
+    Stage(STEPS_PER_ITERATION + 1, ("ppo.learning_rate=1e-4", "ppo.max_action_std=0.2",
+                                    "task.rewards.pose=-2")),))
+
+
+def test_config_at_applies_each_stage_from_its_first_whole_iteration():
+  config = dataclasses.replace(SMALL, stages=(
+      Stage(256, ("ppo.learning_rate=1e-4",)), Stage(300, ("ppo.learning_rate=3e-5",
+                                                           "task.rewards.pose=-1"))))
+  # 256 env steps: iteration 2 exactly; 300: the first iteration starting after, 3
+  assert config.stage_iterations == [2, 3]
+  rates = [config_at(config, i).ppo.learning_rate for i in range(5)]
+  assert rates == [SMALL.ppo.learning_rate] * 2 + [1e-4, 3e-5, 3e-5]
+  assert config_at(config, 2).task_overrides == SMALL.task_overrides
+  assert config_at(config, 3).task_overrides == {**SMALL.task_overrides, "rewards.pose": -1.0}
+  assert config_at(config, 3).stages == config.stages  # the in-force config keeps them
+  # config.json keeps them and reads them back
+  assert from_dict(json.loads(json.dumps(config.to_dict())), "x") == config
+
+
+@pytest.mark.parametrize("stages, needle", [
+    ((Stage(0, ("ppo.learning_rate=1e-4",)),), "increasing env steps >= 1"),
+    ((Stage(300, ("ppo.learning_rate=1e-4",)), Stage(200, ("ppo.learning_rate=1e-5",))),
+     "increasing env steps >= 1"),
+    ((Stage(200, ("seed=3",)),), "sets ppo.* and task.* fields only"),
+    ((Stage(200, ("ppo.num_envs=16",)),), "ppo.num_envs cannot change inside a run"),
+    ((Stage(200, ("task.actor_frames=2",)),), "task_overrides cannot change inside a run"),
+    ((Stage(200, ("task.rewards.feet_slip=-1",)),), "adds 'feet_slip' as a reward term"),
+    ((Stage(200, ("ppo.clip_epsilon=-1",)),), "ppo.clip_epsilon must be > 0"),
+    ((Stage(200, ("ppo.nope=1",)),), "stage at 200 env steps: --set ppo.nope"),
+])
+def test_bad_stages_are_one_line(stages, needle, tmp_path):
+  from mjxgap.errors import UserError
+
+  with pytest.raises(UserError, match=None) as e:
+    train(dataclasses.replace(SMALL, stages=stages), tmp_path / "run", progress=False)
+  assert needle in str(e.value) and "\n" not in str(e.value)
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def staged_runs(tmp_path_factory):
+  """A: 4 iterations straight through the stage. B: 1 iteration, then resumed to 4 (the stage
+  starts inside the resumed process). C: 2 iterations (stops where the stage starts), then
+  resumed to 4 (the stage's learner from the restart)."""
+  root = tmp_path_factory.mktemp("staged")
+  short = lambda n: dataclasses.replace(STAGED, total_steps=n * STEPS_PER_ITERATION)
+  train(STAGED, root / "a", progress=False)
+  for name, first in (("b", 1), ("c", 2)):
+    train(short(first), root / name, progress=False)
+    train(STAGED, root / name, resume=True, progress=False)
+  return root
+
+
+def _state(run, step=None):
+  trainer = make_trainer(load_config(run))
+  return checkpoint.restore(run, trainer.init_abstract(), step)[0]
+
+
+def test_a_run_resumed_before_or_at_a_stage_equals_a_straight_run(staged_runs):
+  a = jax.tree.leaves(_state(staged_runs / "a"))
+  for name in ("b", "c"):
+    other = jax.tree.leaves(_state(staged_runs / name))
+    assert len(other) == len(a) > 50
+    for x, y in zip(a, other):
+      np.testing.assert_array_equal(x, y)
+
+
+def test_the_stage_takes_effect_at_its_iteration_and_is_checkpointed(staged_runs):
+  run = staged_runs / "a"
+  rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+  rates = [np.float32(r["learning_rate"]) for r in rows]
+  assert rates == [np.float32(SMALL.ppo.learning_rate)] * 2 + [np.float32(1e-4)] * 2
+  # the smoke preset starts at std 0.5: the cap holds from the stage's first iteration on
+  # (an update may lower a std further)
+  assert rows[1]["action_std"] > 0.3 and all(0.19 < r["action_std"] <= 0.2 + 1e-7
+                                               for r in rows[2:])
+  assert 2 in checkpoint.steps(run)  # where the stage starts, though checkpoint_every is 3
+  before, after = _state(run, 2), _state(run, 4)
+  assert np.exp(np.asarray(before.params["log_std"])).min() > 0.2
+  assert np.exp(np.asarray(after.params["log_std"])).max() <= 0.2 * (1 + 1e-6)
+
+
+def test_eval_of_a_staged_run_sees_the_stage_in_force_at_its_checkpoint(staged_runs):
+  from mjxgap.runs.resume import load_config_at
+
+  run = staged_runs / "a"
+  assert load_config_at(run, 2).task_overrides == {**SMALL.task_overrides, "rewards.pose": -2.0}
+  assert load_config_at(run, 2).ppo.learning_rate == 1e-4  # iteration 2 runs under the stage
+  assert load_config(run, validate=False).ppo.learning_rate == SMALL.ppo.learning_rate
+
+
+# ---------------------------------------------------------------------------------------------
+# recipes
+
+
+def test_recipes_command_lists_every_recipe(capsys):
+  code, out, err = run_cli(["recipes"], capsys)
+  assert code == 0 and err == ""
+  listed = [json.loads(line) for line in out.splitlines()]
+  assert [r["name"] for r in listed] == list(recipes())
+  assert {"walk_builtin", "stand_builtin", "walk_berkeley_humanoid", "walk_g1"} <= set(recipes())
+  walk = next(r for r in listed if r["name"] == "walk_builtin")
+  assert walk["robot"] == "builtin" and walk["task"] == "walk"
+  assert walk["env_steps"] == 25_000_000 and walk["target"]["lin_vel_error_mps"] == 0.2
+  assert [s["at_env_steps"] for s in walk["stages"]] == [12_800_000, 17_920_000]
+
+
+def test_every_recipe_is_a_valid_config_with_valid_stages():
+  from mjxgap.runs.factory import robot_name, task_config
+  from mjxgap.runs.resume import check_stages
+
+  for r in recipes().values():
+    r.config.check_fields()
+    check_stages(r.config)
+    for i in [0, *r.config.stage_iterations]:
+      staged = config_at(r.config, i)
+      task_config(staged.task, staged.task_overrides, robot_name(staged.robot))
+  assert recipe("walk_builtin").config.dr == "walk_training"  # a preset: no file, no path
+
+
+def test_a_recipe_run_records_its_name_hash_and_seed():
+  r = recipe("walk_builtin")
+  a, b = r.train_config(0), r.train_config(3)
+  assert (a.recipe, a.seed, b.seed) == ("walk_builtin", 0, 3)
+  assert a.recipe_sha256 == b.recipe_sha256 == r.sha256  # the seed is not the recipe
+  changed = dataclasses.replace(r, config=apply_overrides(r.config, ["ppo.num_envs=64"]))
+  assert changed.sha256 != r.sha256
+
+
+def test_the_walking_training_preset_is_nominal_dr_with_low_friction_and_clean_episodes():
+  from mjxgap.sim.presets import PRESETS as DR
+
+  walk, nominal = DR["walk_training"](), DR["nominal_dr"]()
+  assert walk.clean_sensing_prob == 0.25 and nominal.clean_sensing_prob == 0.0
+  friction = {p.name: (p.low, p.high) for p in walk.params}["friction"]
+  assert friction == (0.3, 1.0)
+  assert dataclasses.replace(walk, clean_sensing_prob=0.0, params=nominal.params) == nominal
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--recipe", "walk_bultin"], "unknown recipe 'walk_bultin'; did you mean 'walk_builtin'?"),
+    (["--recipe", "walk_builtin", "--task", "stand"], "the recipe names its own --task"),
+    (["--recipe", "walk_builtin", "--resume"], "resume without --recipe"),
+    (["--recipe", "walk_builtin", "--set", "ppo.nope=1"], "PPOConfig has no field 'nope'"),
+])
+def test_bad_recipe_flags_are_one_line_exit_2(argv, needle, tmp_path, capsys):
+  code, _, err = run_cli(["train", *argv, "--out", str(tmp_path / "run")], capsys)
+  assert code == 2 and err.count("\n") == 1 and needle in err, err
+  assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# choosing a checkpoint
+
+
+def test_rank_and_choose_by_hand():
+  from mjxgap.evaluation.selection import choose, rank
+
+  target = Target(lin_vel_error_mps=0.2, fall_rate=0.05)
+  f = lambda err, falls: {"lin_vel_error_mps": err, "fall_rate": falls}
+  screen = {200: f(0.25, 0.0), 400: f(0.19, 0.03), 600: f(0.15, 0.03), 800: f(0.18, 0.0),
+            1000: f(0.10, 0.08)}
+  # meeting the target first (800: no falls; 600 before 400: same falls, less error), then the
+  # rest by falls: 200 (0.0), 1000 (0.08)
+  assert rank(screen, target) == [800, 600, 400, 200, 1000]
+  # a candidate failing its validation plays goes after every one passing them
+  assert rank(screen, target, {400: True, 600: True, 800: False}) == [600, 400, 800, 200, 1000]
+  # equal figures: the later checkpoint first
+  assert rank({200: f(0.1, 0.0), 400: f(0.1, 0.0)}, target) == [400, 200]
+  order = [800, 600, 400, 200]
+  # the fewest validation falls of those meeting the target (600 fails on error)
+  validation = {800: f(0.19, 0.04), 600: f(0.21, 0.0), 400: f(0.18, 0.02)}
+  assert choose(validation, order, target) == 400
+  # a tie on falls: the earlier in the order
+  assert choose({800: f(0.1, 0.02), 400: f(0.1, 0.02)}, order, target) == 800
+  # none meets it: the fewest falls of all validated
+  assert choose({800: f(0.3, 0.06), 600: f(0.1, 0.07)}, order, target) == 800
+
+
+def test_candidates_are_the_last_stages_checkpoints():
+  from mjxgap.evaluation.selection import candidates
+
+  assert candidates(STAGED, [1, 2, 3, 4]) == [2, 3, 4]
+  assert candidates(SMALL, [1, 2, 3]) == [1, 2, 3]
+
+
+def test_validation_and_test_never_share_commands_or_seeds():
+  from mjxgap.evaluation import selection as s
+
+  assert not {p.command for p in s.VALIDATION_PLAYS} & {p.command for p in s.TEST_PLAYS}
+  assert s.TEST_SEED not in s.VALIDATION_SEEDS
+
+
+def test_play_passes_by_hand():
+  from mjxgap.evaluation.selection import Play
+
+  forward = Play("forward", (0.5, 0.0, 0.0), banded=True)  # 10 m asked in 20 s, +-2 m
+  assert forward.asked_m == pytest.approx(10.0)
+  assert forward.passes({"fell": False, "distance_m": 8.0})
+  assert not forward.passes({"fell": False, "distance_m": 7.9})
+  assert not forward.passes({"fell": True, "distance_m": 10.0})
+  assert Play("turn", (0.0, 0.0, 0.8)).passes({"fell": False, "distance_m": 0.1})
