@@ -228,3 +228,56 @@ def test_play_passes_by_hand():
   assert not forward.passes({"fell": False, "distance_m": 7.9})
   assert not forward.passes({"fell": True, "distance_m": 10.0})
   assert Play("turn", (0.0, 0.0, 0.8)).passes({"fell": False, "distance_m": 0.1})
+
+
+def test_progress_rate_leaves_out_what_is_older_than_its_window():
+  from mjxgap.runs.progress import recent_rate
+
+  assert recent_rate([]) == 0.0 and recent_rate([(5.0, 100)]) == 0.0
+  # 1,000 steps/s for 100 s, then 2,000 steps/s for 60 s: the last minute's rate
+  samples = [(t, 1000 * t) for t in range(0, 101, 10)]
+  samples += [(100 + t, 100_000 + 2000 * t) for t in range(10, 61, 10)]
+  assert recent_rate(samples) == pytest.approx(2000.0)
+  # iterations slower than the window: the last two samples
+  assert recent_rate([(0.0, 0), (100.0, 500), (300.0, 1500)]) == pytest.approx(5.0)
+
+
+def test_select_chooses_on_validation_and_tests_once(small_export, tmp_path, capsys):
+  """`mjxgap select` on a small stand run: every candidate screened at the screen seed, the
+  best validated at the validation seed, the fewest validation falls chosen (recomputed here),
+  exported, and tested once at the test seed with the figures `mjxgap eval` gives."""
+  from mjxgap.evaluation import selection as s
+
+  run, _ = small_export
+  out = tmp_path / "policy"
+  code, stdout, err = run_cli(["select", str(run), "--out", str(out)], capsys)
+  assert code == 0, err
+  result = json.loads(stdout.splitlines()[-1])
+  chosen = json.loads((out / "selection.json").read_text())
+  tested = json.loads((out / "test.json").read_text())
+  assert result["iteration"] == chosen["iteration"] == tested["iteration"]
+  assert json.loads((out / "policy.json").read_text())["checkpoint_iteration"] == result["iteration"]
+  assert chosen["candidates"] == checkpoint.steps(run)  # no stages: every kept checkpoint
+
+  def cli_eval(step, episodes, seed):
+    code, stdout, _ = run_cli(["eval", str(run), "--step", str(step), "--episodes", str(episodes),
+                               "--seed", str(seed), "--dr", "nominal_dr"], capsys)
+    assert code == 0
+    return json.loads(stdout)
+
+  for step, figures in chosen["screen"].items():
+    reference = cli_eval(step, 64, s.SCREEN_SEED)
+    assert figures["fall_rate"] == reference["fall_rate"] and figures["seed"] == s.SCREEN_SEED
+  validated = chosen["validation"]
+  assert {v["seed"] for v in validated.values()} == {s.VALIDATION_SEED}
+  passing = [k for k in chosen["order"] if str(k) in validated
+             and validated[str(k)]["fall_rate"] <= 0.05] or [
+               k for k in chosen["order"] if str(k) in validated]
+  assert chosen["iteration"] == min(passing, key=lambda k: validated[str(k)]["fall_rate"])
+  reference = cli_eval(chosen["iteration"], 256, s.TEST_SEED)
+  assert tested["seed"] == s.TEST_SEED not in s.VALIDATION_SEEDS
+  for k in ("fall_rate", "lin_vel_error_mps", "episode_return"):
+    assert tested["mjx"][k] == reference[k]
+  assert set(tested["plays"]) == {"stand"}  # a task without commands: standing in native MuJoCo
+  code, _, err = run_cli(["select", str(run), "--out", str(out)], capsys)
+  assert code == 2 and err.count("\n") == 1 and "exists and is not an empty folder" in err

@@ -199,9 +199,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
         for k, v in row.items():
           if writer and isinstance(v, (int, float)) and k not in ("iteration", "env_steps"):
             writer.add_scalar(k, v, row["env_steps"])
-        bar.update(row, time.perf_counter() - t_start,
-                   (iteration - start_iteration) * config.steps_per_iteration,
-                   final=iteration == config.num_iterations)
+        bar.update(row, time.perf_counter() - t_start, final=iteration == config.num_iterations)
         signalled, out_of_time = cluster.any_process(
             stop["signal"] is not None,
             config.time_limit_s > 0 and time.perf_counter() - t_start >= config.time_limit_s)
