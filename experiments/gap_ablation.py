@@ -13,7 +13,7 @@ Five trainings of `stand` on the built-in robot with the same budget and seed (`
               actuator synth` logs of the reference motor that the `typical` and `harsh`
               profiles drive
 
-Each is exported; the `walk` row is the committed walking policy of `walk_cpu.py`
+Each is exported; the `walk` row is the committed walking policy (`walk_builtin`)
 (`results/policies/walk_builtin/`, trained under `nominal_dr`; not trained here: `--only walk
 --phase gap`). `mjxgap gap` runs every built-in reality profile on each and sweeps action
 delay, friction and push velocity on `typical`. The exported policies are copied to

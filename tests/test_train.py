@@ -227,7 +227,7 @@ def test_incompatible_resume_one_line_exit_2(runs, argv, needle, tmp_path, capsy
 
 def test_resume_takes_a_new_reward_weight(runs, tmp_path, capsys):
   """A reward weight and a command aid may change on --resume (a reward or command curriculum,
-  walk_cpu.py's --set-from): the run continues with them in its config and in its env;
+  a recipe's stage): the run continues with them in its config and in its env;
   restating an override at the task's own value is no change at all."""
   from mjxgap.runs.config import apply_overrides
   from mjxgap.runs.resume import check_resumable, fingerprints
@@ -661,7 +661,7 @@ def test_adaptive_rate_keeps_the_rate_inside_the_kl_band():
 @pytest.mark.parametrize("schedule, refused", [("adaptive", True), ("constant", False)])
 def test_resume_refuses_a_new_start_rate_for_an_adaptive_schedule(schedule, refused, tmp_path):
   """An adaptive rate lives in the checkpoint, as a linear one: a new ppo.learning_rate would be
-  silently ignored, so it is refused; a constant rate may change (walk_cpu.py's --lr-drop)."""
+  silently ignored, so it is refused; a constant rate may change (a recipe's stage)."""
   from mjxgap.errors import UserError
   from mjxgap.runs.config import PRESETS, apply_overrides
   from mjxgap.runs.resume import check_resumable, fingerprints
