@@ -57,7 +57,7 @@ _GPU = PRESETS["gpu"]
 WALK_BERKELEY = dataclasses.replace(_GPU, robot="berkeley_humanoid", task="walk",
                                     dr="nominal_dr", total_steps=150_000_000,
                                     ppo=dataclasses.replace(_GPU.ppo, symmetry_cost=0.5))
-WALK_G1 = dataclasses.replace(_GPU, robot="g1", task="walk", dr="nominal_dr",
+WALK_G1 = dataclasses.replace(_GPU, robot="unitree_g1", task="walk", dr="nominal_dr",
                               total_steps=200_000_000,
                               ppo=dataclasses.replace(_GPU.ppo, symmetry_cost=0.5))
 

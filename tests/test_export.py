@@ -369,7 +369,14 @@ def test_play_runs_the_export_in_native_mujoco(exported, tmp_path, capsys):
   assert "native" in r["simulator"] and r["command"] == [0.2, 0.0, 0.0]
   assert 0 < r["survived_s"] <= 0.5 and r["mean_velocity_tracking_error_mps"] >= 0
   assert r["path_m"] >= r["distance_m"] - 1e-12, r  # a chord of a 0.5 s play: at most its path
-  for argv, needle in ((["play", str(tmp_path / "nothing")], "missing policy.json"),
+  (tmp_path / "empty").mkdir()
+  run = out.parent / "run"  # the training run the export came from
+  for argv, needle in ((["play", str(tmp_path / "nothing")], "nothing: no such folder"),
+                       (["play", str(tmp_path / "empty")], "missing policy.json"),
+                       (["play", str(run)], "a training run, not an exported policy"),
+                       (["eval", str(out)], "an exported policy, not a training run"),
+                       (["export", str(out), "--out", str(tmp_path / "x")],
+                        "an exported policy, not a training run"),
                        (["play", str(out), "--command", "1,2"], "--command must be three"),
                        (["play", str(out), "--video", str(tmp_path / "run.avi")],
                         "expected a .gif or .mp4")):

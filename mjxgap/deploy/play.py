@@ -28,6 +28,11 @@ PATH_CHORD_S = 1.0
 
 def load_policy(folder: pathlib.Path) -> Policy:
   """The exported policy in `folder`; a missing or unreadable file is one `UserError` line."""
+  if not folder.is_dir():
+    raise UserError(f"{folder}: no such folder (an exported policy, from mjxgap export)")
+  if not (folder / "policy.json").is_file() and (folder / "config.json").is_file():
+    raise UserError(f"{folder}: a training run, not an exported policy: mjxgap export RUN "
+                    "--out DIR (or mjxgap select) makes one; mjxgap eval takes the run")
   for name in ("policy.json", "policy.onnx"):
     if not (folder / name).is_file():
       raise UserError(f"{folder}: missing {name} (made by `mjxgap export`)")

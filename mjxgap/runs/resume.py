@@ -41,6 +41,11 @@ def _get(config: TrainConfig, dotted: str):
 def load_config(run_dir: pathlib.Path, validate: bool = True) -> TrainConfig:
   """The run's config.json; `validate=False` does not need its files (a moved --dr file)."""
   path = run_dir / "config.json"
+  if not run_dir.is_dir():
+    raise UserError(f"{run_dir}: no such folder (a training run, from mjxgap train)")
+  if not path.is_file() and (run_dir / "policy.json").is_file():
+    raise UserError(f"{run_dir}: an exported policy, not a training run: mjxgap play and "
+                    "mjxgap gap take it; eval, export and select take a run folder")
   if not path.is_file():
     raise UserError(f"{run_dir}: not a training run (no config.json)")
   try:
