@@ -177,7 +177,7 @@ def test_export_bakes_the_contract_constants():
 
 def test_imports_follow_the_pipeline():
   """No module imports a package further down the pipeline than its own (README,
-  Architecture): robot -> rendering -> sim -> env -> agent -> runs -> evaluation -> deploy -> gap -> slurm -> cli,
+  Architecture): robot -> rendering -> sim -> env -> agent -> runs -> deploy -> evaluation -> gap -> slurm -> cli,
   with contract, errors, files and process below everything."""
   import ast
   import pathlib
@@ -185,7 +185,7 @@ def test_imports_follow_the_pipeline():
   import mjxgap
 
   order = ["contract", "errors", "files", "process", "robot", "rendering", "sim", "env", "agent", "runs",
-           "evaluation", "deploy", "gap", "slurm", "cli"]
+           "deploy", "evaluation", "gap", "slurm", "cli"]
   root = pathlib.Path(mjxgap.__file__).parent
 
   def layer(module: str):

@@ -365,6 +365,9 @@ def test_a_randomization_file_is_identified_by_the_spec_it_parses_to(tmp_path):
 
 def test_checkpoint_errors_one_line_exit_2(runs, tmp_path, capsys):
   code, _, err = _cli(["eval", str(tmp_path / "missing")], capsys)
+  assert code == 2 and "missing: no such folder" in err and err.count("\n") == 1
+  (tmp_path / "bare").mkdir()
+  code, _, err = _cli(["eval", str(tmp_path / "bare")], capsys)
   assert code == 2 and "no config.json" in err and err.count("\n") == 1
   # a run folder whose checkpoints are gone
   empty = tmp_path / "empty"

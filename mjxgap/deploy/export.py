@@ -287,8 +287,8 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise UserError(f"--out {out}: exists and is not an empty folder")
-  checkpoint.read_meta(run_dir, step)  # a clear error before building anything
   config = load_config_at(run_dir, step)
+  checkpoint.read_meta(run_dir, step)  # a clear error before building anything
   inputs = check(without_training_aids(config))
   # the training env at the robot's own physics step and the task's own commands: what the
   # sidecar records and the parity check's recorded observations come from
