@@ -16,9 +16,10 @@ _CPU = PRESETS["cpu"]
 
 # The built-in robot walks in 25 M env steps on a 2-core CPU: Playground's discount and entropy
 # (the cpu preset's are stand's), 128 envs for twice the updates per env step, each
-# transition's mirror image in the loss, then a lower learning rate and a tighter cap on the
-# exploration noise in two late stages: a deterministic policy must not rely on the noise to
-# turn or step sideways, and a looser hip pose lets it do both without it.
+# transition's mirror image in the loss. The exploration noise (a free std of about 0.3 under
+# this entropy cost) is capped in three stages, 0.2, 0.1, then 0.05, the last two with a lower
+# learning rate: the deterministic policy a robot runs must not rely on the noise to turn or
+# step sideways, and a looser hip pose in the last stage lets it do both without it.
 WALK_BUILTIN = TrainConfig(
     robot="builtin", task="walk", dr="walk_training", total_steps=25_000_000,
     checkpoint_every=200, keep_checkpoints=1000, preset="cpu",
@@ -30,10 +31,10 @@ WALK_BUILTIN = TrainConfig(
         "single_axis_weights": (1.0, 1.0, 2.0),  # ...half of them turns on the spot
         "training_physics_step_s": 0.005,  # train at 5 ms physics (robot file: 4 ms)
         "rewards.tracking_lin_vel_y": 1.0,  # the lateral velocity error on its own...
-        "lateral_tracking_sigma": 0.1,  # ...in a 0.1 (m/s)^2 kernel
+        "rewards.tracking_lin_vel_y.sigma": 0.1,  # ...in a 0.1 (m/s)^2 kernel
         "rewards.hip_deviation": -0.1,  # hip roll and yaw kept near the default pose
         "rewards.feet_phase": 1.5,  # swing-foot height on the gait clock...
-        "feet_phase_sigma_m2": 0.0025,  # ...in a narrow kernel: the legs step
+        "rewards.feet_phase.sigma_m2": 0.0025,  # ...in a narrow kernel: the legs step
         "training_command_resample_s": 10.0,  # commands held 10 s in training
         "rewards.tracking_ang_vel": 1.5,  # yaw-rate tracking weighed twice
         "gait_frequency_hz": 1.25,  # a slower gait clock
@@ -41,6 +42,7 @@ WALK_BUILTIN = TrainConfig(
     ppo=dataclasses.replace(_CPU.ppo, num_envs=128, discount=0.97, entropy_cost=0.005,
                             symmetry_cost=0.5, symmetry_augmentation=True),
     stages=(
+        Stage(6_400_000, ("ppo.max_action_std=0.2",)),
         Stage(12_800_000, ("ppo.learning_rate=1e-4", "ppo.max_action_std=0.1")),
         Stage(17_920_000, ("ppo.learning_rate=3e-5", "ppo.max_action_std=0.05",
                            "task.rewards.hip_deviation=-0.03")),

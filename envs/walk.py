@@ -15,7 +15,6 @@ WALK = TaskConfig(
     command_resample_s=5.0,
     zero_command_prob=0.1,
     gait_frequency_hz=1.5,
-    swing_height_m=0.08,
     actor_obs=ACTOR_OBS + ("gait_phase",),
     critic_obs=CRITIC_OBS + ("gait_phase",),
     performance="tracking",  # ADR: survive with a mean velocity error under 0.3 m/s
@@ -26,7 +25,7 @@ WALK = TaskConfig(
         "ang_vel_xy": -0.05,
         "orientation": -2.0,
         "feet_air_time": 2.0,
-        "feet_phase": 1.0,
+        "feet_phase": {"weight": 1.0, "swing_height_m": 0.08},
         "feet_slip": -0.25,
         "stand_still": -1.0,
         "termination": -100.0,

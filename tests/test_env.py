@@ -27,9 +27,9 @@ def env(builtin_robot):
   walk = task_config("walk")
   config = dataclasses.replace(walk, name="all_terms", rewards={k: 1.0 for k in REWARD_TERMS},
                                command_resample_s=0.1, zero_command_prob=0.0,
-                               init_joint_noise_rad=0.1, feet_phase_sigma_m2=0.003,
-                               yaw_tracking_sigma=0.4,
-                               soft_joint_limit_fraction=0.2)  # so joint_limits is not all 0
+                               init_joint_noise_rad=0.1).with_rewards(
+      feet_phase={"sigma_m2": 0.003}, tracking_ang_vel={"sigma": 0.4},
+      joint_limits={"soft_fraction": 0.2})  # so joint_limits is not all 0
   return LocomotionEnv(builtin_robot, config)
 
 
@@ -118,7 +118,8 @@ def _np_terms(env, prev, cur, action, i):
   h0 = r.default_qpos[2]
   fell = qpos[2] < env.config.fall_height_fraction * h0 or g[2] > -np.cos(env.config.max_tilt_rad)
   jp = qpos[r.qpos_adr] - r.default_joint_pos
-  sig = env.config.tracking_sigma
+  param = lambda term, name: env.config.rewards[term].params[name]
+  sig = param("tracking_lin_vel", "sigma")
   moving = np.linalg.norm(cmd) > 0.1
   m, d = r.mj_model, mujoco.MjData(r.mj_model)
 
@@ -135,7 +136,7 @@ def _np_terms(env, prev, cur, action, i):
   speed = np.linalg.norm(feet[:, :2] - feet_before[:, :2], axis=1) / env.dt
   cycles = int(cur.info["step"][i]) * env.dt * env.config.gait_frequency_hz
   phase = (2 * np.pi * (cycles % 1.0) + np.array([0.0, np.pi])) % (2 * np.pi)
-  ref = env.config.swing_height_m * np.sin(phase) ** 2 * (phase < np.pi) * moving
+  ref = param("feet_phase", "swing_height_m") * np.sin(phase) ** 2 * (phase < np.pi) * moving
 
   def heading_offsets(qpos_, feet_):  # feet relative to the base, turned by minus its heading
     mat = np.zeros(9)
@@ -149,7 +150,7 @@ def _np_terms(env, prev, cur, action, i):
   at_foot = cmd[:2] + cmd[2] * np.stack([-nominal[:, 1], nominal[:, 0]], axis=1)
   placement = nominal + stride[:, None] * at_foot / (4 * env.config.gait_frequency_hz)
   lo, hi = r.joint_range[:, 0], r.joint_range[:, 1]
-  mid, half = (lo + hi) / 2, env.config.soft_joint_limit_fraction * (hi - lo) / 2
+  mid, half = (lo + hi) / 2, 0.2 * (hi - lo) / 2  # the fixture's soft limits
   q_abs = qpos[r.qpos_adr]
   return {
       "alive": 1.0, "termination": float(fell),
@@ -159,15 +160,17 @@ def _np_terms(env, prev, cur, action, i):
       "pose": np.sum(jp ** 2), "joint_vel": np.sum(qvel[r.qvel_adr] ** 2),
       "torques": np.sum(torque ** 2), "action_rate": np.sum((action - last) ** 2),
       "tracking_lin_vel": np.exp(-np.sum((cmd[:2] - v[:2]) ** 2) / sig),
-      "tracking_lin_vel_y": np.exp(-(cmd[1] - v[1]) ** 2 / env.config.lateral_tracking_sigma),
+      "tracking_lin_vel_y": np.exp(-(cmd[1] - v[1]) ** 2 / param("tracking_lin_vel_y", "sigma")),
       "tracking_ang_vel": np.exp(-(cmd[2] - w[2]) ** 2 / 0.4),  # the fixture's yaw kernel
       "tracking_lin_vel_fine": np.exp(-np.sum((cmd[:2] - v[:2]) ** 2)
-                                      / env.config.fine_tracking_sigma),
-      "tracking_ang_vel_fine": np.exp(-(cmd[2] - w[2]) ** 2 / env.config.fine_tracking_sigma),
+                                      / param("tracking_lin_vel_fine", "sigma")),
+      "tracking_ang_vel_fine": np.exp(-(cmd[2] - w[2]) ** 2
+                                      / param("tracking_ang_vel_fine", "sigma")),
       "feet_air_time": np.sum((np.minimum(air, 0.5) - 0.2) * first) * moving,
-      "feet_phase": np.exp(-np.sum((height - ref) ** 2) / env.config.feet_phase_sigma_m2),
+      "feet_phase": np.exp(-np.sum((height - ref) ** 2) / 0.003),  # the fixture's kernel
       "feet_slip": np.sum(speed ** 2 * contact),
-      "feet_distance": max(env.config.feet_min_separation_fraction * abs(apart0) - apart, 0.0),
+      "feet_distance": max(param("feet_distance", "min_separation_fraction") * abs(apart0)
+                           - apart, 0.0),
       "feet_placement": np.sum((heading_offsets(qpos, feet) - placement) ** 2),
       "joint_limits": np.sum(np.maximum(q_abs - (mid + half), 0)
                              + np.maximum(mid - half - q_abs, 0)),
@@ -397,18 +400,46 @@ def test_training_command_ranges_widen_training_draws_only():
       task_config("walk", {"training_command_ranges": bad})
 
 
-def test_yaw_tracking_kernel_defaults_to_the_linear_one():
-  """`yaw_tracking_sigma` 0 (the default) keeps `tracking_ang_vel` in `tracking_sigma`'s
-  kernel, so runs from before the field train as they did; set, it is the yaw kernel alone
-  (the reward test above checks a set one against numpy)."""
+def test_reward_parameters_sit_with_their_terms_and_saved_runs_read_the_same():
+  """`rewards.NAME.PARAM` sets one parameter of a term; a saved run's fields from before the
+  parameters moved into their terms (`MOVED_TO_TERMS`) set the same parameters; the yaw kernel
+  followed `tracking_sigma` unless `yaw_tracking_sigma` was set (0: unset); a term's parameter
+  the task lacks is not added by an old field; wrong names and values are one line."""
   from mjxgap.errors import UserError
 
-  walk = task_config("walk", {"tracking_sigma": 0.15})
-  assert walk.yaw_tracking_sigma == 0.0 and walk.yaw_kernel_sigma == 0.15
-  both = task_config("walk", {"tracking_sigma": 0.15, "yaw_tracking_sigma": 0.25})
-  assert (both.tracking_sigma, both.yaw_kernel_sigma) == (0.15, 0.25)
-  with pytest.raises(UserError, match="yaw_tracking_sigma must be >= 0"):
-    task_config("walk", {"yaw_tracking_sigma": -0.1})
+  params = lambda task, term: dict(task.rewards[term].params)
+  walk = task_config("walk")
+  assert params(walk, "tracking_lin_vel") == {"sigma": 0.25}  # the registered default
+  assert params(walk, "feet_phase") == {"sigma_m2": 0.01, "swing_height_m": 0.08}
+  old = task_config("walk", {"tracking_sigma": 0.15, "yaw_tracking_sigma": 0.0,
+                             "feet_phase_sigma_m2": 0.003, "soft_joint_limit_fraction": 0.5,
+                             "lateral_tracking_sigma": 0.2})
+  assert params(old, "tracking_lin_vel") == params(old, "tracking_ang_vel") == {"sigma": 0.15}
+  assert params(old, "feet_phase")["sigma_m2"] == 0.003
+  assert params(old, "joint_limits") == {"soft_fraction": 0.5}
+  assert "tracking_lin_vel_y" not in old.rewards  # not in the task: nothing to set
+  both = task_config("walk", {"tracking_sigma": 0.15, "yaw_tracking_sigma": 0.4,
+                              "rewards.tracking_lin_vel_y": 1.0, "lateral_tracking_sigma": 0.2})
+  assert params(both, "tracking_ang_vel") == {"sigma": 0.4}
+  assert both.rewards["tracking_lin_vel_y"].weight == 1.0
+  assert params(both, "tracking_lin_vel_y") == {"sigma": 0.2}
+  new = task_config("walk", {"rewards.tracking_lin_vel_y": 1.0,
+                             "rewards.tracking_lin_vel_y.sigma": 0.2,
+                             "rewards.tracking_lin_vel.sigma": 0.15,
+                             "rewards.tracking_ang_vel.sigma": 0.4})
+  assert new.rewards == both.rewards
+  for overrides, needle in (
+      ({"rewards.feet_phase.nope": 1.0}, "reward feet_phase has no parameter 'nope' (its "
+                                         "parameters: sigma_m2, swing_height_m)"),
+      ({"rewards.tracking_lin_vel.sigma": -1.0}, "reward tracking_lin_vel.sigma must be a "
+                                                 "number > 0"),
+      ({"rewards.feet_distance.min_separation_fraction": 0.5}, "add it with "
+                                                                "rewards.feet_distance=W"),
+      ({"rewards.joint_limits.soft_fraction": 0.0}, "must be a number in (0, 1]"),
+      ({"swing_height": 0.1}, "unknown config field 'swing_height'")):
+    with pytest.raises(UserError) as e:
+      task_config("walk", overrides)
+    assert needle in str(e.value) and "\n" not in str(e.value)
 
 
 def test_outer_commands_are_uniform_over_the_outer_halves():
@@ -466,7 +497,8 @@ def _command_checks(env, states, step):
     mujoco.mju_negQuat(inv, qpos[e, 3:7])
     v = np.zeros(3)
     mujoco.mju_rotVecQuat(v, qvel[e, 0:3], inv)
-    ref = np.exp(-np.sum((cmd[e, :2] - v[:2]) ** 2) / env.config.tracking_sigma)
+    ref = np.exp(-np.sum((cmd[e, :2] - v[:2]) ** 2)
+                 / env.config.rewards["tracking_lin_vel"].params["sigma"])
     np.testing.assert_allclose(s.metrics["reward/tracking_lin_vel"][e], ref * env.dt, rtol=1e-4,
                                atol=1e-6)
 

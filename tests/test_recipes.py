@@ -23,11 +23,13 @@ STEPS_PER_ITERATION = 128  # 8 envs x 16 steps
 SMALL = apply_overrides(PRESETS["smoke"], [
     "ppo.num_envs=8", "dr=nominal_dr", "checkpoint_every=3", "keep_checkpoints=10",
     "task.episode_length_s=1.0", f"total_steps={4 * STEPS_PER_ITERATION}"])
-# from iteration 2 (0-based): a lower rate, a tighter exploration cap, another reward weight;
-# its env steps fall inside iteration 1, so it starts at the first whole iteration after them
+# from iteration 2 (0-based): a lower rate, a tighter exploration cap, another reward weight,
+# another randomization (nominal_dr with friction down to 0.3 and a quarter of the episodes
+# sensed without delay or noise); its env steps fall inside iteration 1, so it starts at the
+# first whole iteration after them
 STAGED = dataclasses.replace(SMALL, stages=(
     Stage(STEPS_PER_ITERATION + 1, ("ppo.learning_rate=1e-4", "ppo.max_action_std=0.2",
-                                    "task.rewards.pose=-2")),))
+                                    "task.rewards.pose=-2", "dr=walk_training")),))
 
 
 def test_config_at_applies_each_stage_from_its_first_whole_iteration():
@@ -49,7 +51,10 @@ def test_config_at_applies_each_stage_from_its_first_whole_iteration():
     ((Stage(0, ("ppo.learning_rate=1e-4",)),), "increasing env steps >= 1"),
     ((Stage(300, ("ppo.learning_rate=1e-4",)), Stage(200, ("ppo.learning_rate=1e-5",))),
      "increasing env steps >= 1"),
-    ((Stage(200, ("seed=3",)),), "sets ppo.* and task.* fields only"),
+    ((Stage(200, ("seed=3",)),), "sets ppo.* and task.* fields and dr only"),
+    # nominal_dr's delay line holds 20 ms, wide's 40 ms: the state's arrays differ
+    ((Stage(200, ("dr=wide",)),), "dr cannot change from 'nominal_dr' to 'wide' inside a run"),
+    ((Stage(200, ("dr=nope",)),), "unknown randomization 'nope'"),
     ((Stage(200, ("ppo.num_envs=16",)),), "ppo.num_envs cannot change inside a run"),
     ((Stage(200, ("task.actor_frames=2",)),), "task_overrides cannot change inside a run"),
     ((Stage(200, ("task.rewards.feet_slip=-1",)),), "adds 'feet_slip' as a reward term"),
@@ -106,6 +111,15 @@ def test_the_stage_takes_effect_at_its_iteration_and_is_checkpointed(staged_runs
   before, after = _state(run, 2), _state(run, 4)
   assert np.exp(np.asarray(before.params["log_std"])).min() > 0.2
   assert np.exp(np.asarray(after.params["log_std"])).max() <= 0.2 * (1 + 1e-6)
+  # every env has reset since (1 s episodes: 50 steps, the stage starts at step 32): its episode
+  # drawn from walk_training, whose friction reaches under nominal_dr's 0.4 and whose clean
+  # episodes have no delay at all, neither of which nominal_dr draws
+  draws = lambda s: s.env_state.info["episode"]
+  friction = lambda s: np.asarray(draws(s).draws["friction"])
+  no_delay = lambda s: np.asarray(draws(s).action_delay_ms) == 0
+  assert friction(before).min() >= 0.4 and not no_delay(before).any()
+  assert friction(after).min() < 0.4 and no_delay(after).any()
+  assert np.all(np.asarray(after.env_state.info["step"]) < 32)  # (each env has reset)
 
 
 def test_eval_of_a_staged_run_sees_the_stage_in_force_at_its_checkpoint(staged_runs):
@@ -130,7 +144,7 @@ def test_recipes_command_lists_every_recipe(capsys):
   walk = next(r for r in listed if r["name"] == "walk_builtin")
   assert walk["robot"] == "builtin" and walk["task"] == "walk"
   assert walk["env_steps"] == 25_000_000 and walk["target"]["lin_vel_error_mps"] == 0.2
-  assert [s["at_env_steps"] for s in walk["stages"]] == [12_800_000, 17_920_000]
+  assert [s["at_env_steps"] for s in walk["stages"]] == [6_400_000, 12_800_000, 17_920_000]
 
 
 def test_every_recipe_is_a_valid_config_with_valid_stages():

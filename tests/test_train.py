@@ -161,11 +161,16 @@ def test_killed_save_resumes_from_previous_checkpoint(runs, tmp_path, capsys):
     (["--set", "task.actor_obs=gyro,physics"], "cannot observe 'physics'"),
     (["--set", "task.name=x"], "not a TaskConfig field that --set can change"),
     (["--task", "walk", "--set", "task.rewards.hip_deviation=-0.1",
-      "--set", "task.hip_joints=hip_roll,hip_nothing"], "pattern 'hip_nothing' matches none"),
+      "--set", "task.rewards.hip_deviation.joints=hip_roll,hip_nothing"],
+     "reward hip_deviation: joint pattern 'hip_nothing' matches none"),
     (["--task", "walk", "--set", "task.rewards.knee_deviation=-0.1",
-      "--set", "task.knee_joints=("], "'(' is not a regular expression"),
+      "--set", "task.rewards.knee_deviation.joints=("], "'(' is not a regular expression"),
     (["--task", "walk", "--set", "task.rewards.knee_deviation=-0.1",
-      "--set", "task.knee_joints="], "knee_joints is empty"),
+      "--set", "task.rewards.knee_deviation.joints="], "reward knee_deviation: its joints are empty"),
+    (["--task", "walk", "--set", "task.rewards.feet_phase.sigma_m2=0"],
+     "reward feet_phase.sigma_m2 must be a number > 0 (m^2), got 0.0"),
+    (["--task", "walk", "--set", "task.tracking_sigma=0.1"],
+     "not a TaskConfig field that --set can change"),
     (["--task", "walk", "--set", "task.command_ranges=(0,1),(0,1)"], "three finite (low, high)"),
 ])
 def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
@@ -177,7 +182,8 @@ def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
 
 def test_task_overrides():
   """`--set task.rewards.NAME=W` changes one weight, or adds a registered term, and nothing else;
-  `--set task.actor_obs=a,b` lists the actor's terms, also as read back from config.json."""
+  `--set task.rewards.NAME.PARAM=V` one parameter; `--set task.actor_obs=a,b` lists the actor's
+  terms, also as read back from config.json."""
   from mjxgap.runs.config import PRESETS, apply_overrides
   from mjxgap.runs.factory import task_config
   from mjxgap_envs.walk import WALK
@@ -186,8 +192,11 @@ def test_task_overrides():
                                               "task.rewards.alive=0.5",
                                               "task.episode_length_s=10"])
   task = task_config("walk", config.task_overrides, "builtin")
-  assert dict(task.rewards) == {**WALK.rewards, "tracking_lin_vel": 2.0, "alive": 0.5}
-  assert task.episode_length_s == 10.0 and dict(WALK.rewards)["tracking_lin_vel"] == 1.0
+  weights = lambda t: {k: r.weight for k, r in t.rewards.items()}
+  assert weights(task) == {**weights(WALK), "tracking_lin_vel": 2.0, "alive": 0.5}
+  assert task.episode_length_s == 10.0 and WALK.rewards["tracking_lin_vel"].weight == 1.0
+  assert {k: r.params for k, r in task.rewards.items() if k != "alive"} == {
+      k: r.params for k, r in WALK.rewards.items()}
   config = apply_overrides(PRESETS["smoke"], ["task.actor_obs=base_lin_vel, gyro,command"])
   for overrides in (config.task_overrides, json.loads(json.dumps(config.task_overrides))):
     task = task_config("walk", overrides, "builtin")
@@ -196,12 +205,14 @@ def test_task_overrides():
   # tuples split outside brackets only: nested pairs, and regexes with groups, classes and
   # counted repeats, survive
   config = apply_overrides(PRESETS["smoke"], ["task.command_ranges=(-0.5,1),(0, 0.5),(-1,1)",
-                                              "task.hip_joints=(left|right)_hip_roll,"
-                                              "[lr]_hip_{1,2}_yaw,knee"])
+                                              "task.rewards.hip_deviation=-0.1",
+                                              "task.rewards.hip_deviation.joints="
+                                              "(left|right)_hip_roll,[lr]_hip_{1,2}_yaw,knee"])
   for overrides in (config.task_overrides, json.loads(json.dumps(config.task_overrides))):
     task = task_config("walk", overrides, "builtin")
     assert task.command_ranges == ((-0.5, 1.0), (0.0, 0.5), (-1.0, 1.0))
-    assert task.hip_joints == ("(left|right)_hip_roll", "[lr]_hip_{1,2}_yaw", "knee")
+    assert task.rewards["hip_deviation"].params["joints"] == (
+        "(left|right)_hip_roll", "[lr]_hip_{1,2}_yaw", "knee")
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -241,8 +241,12 @@ def test_feet_distance_by_hand(walk, builtin_robot):
   yawed[3:7] = [math.cos(0.8), 0.0, 0.0, math.sin(0.8)]  # 1.6 rad of heading
   q, _ = separation(yawed)
   assert float(q.feet_separation_m) == pytest.approx(0.18, abs=1e-5)
-  assert float(q.feet_min_separation_m) == pytest.approx(0.6 * 0.18, abs=1e-6)
-  assert float(rewards.feet_distance(q)) == 0.0
+  # the term's default fraction of the default pose's separation, as the env prepares it
+  setup = {"feet_separation_m": walk._quantities.feet_separation_m}
+  arguments = rewards.REWARD_TERMS["feet_distance"].arguments(
+      setup, {"min_separation_fraction": 0.6})
+  assert float(arguments["min_separation_m"]) == pytest.approx(0.6 * 0.18, abs=1e-6)
+  assert float(rewards.feet_distance(q, **arguments)) == 0.0
   crossed = yawed.copy()
   crossed[roll] = [-0.4, 0.4]
   q, by_hand = separation(crossed)
@@ -251,7 +255,7 @@ def test_feet_distance_by_hand(walk, builtin_robot):
     q, by_hand = separation(crossed)
   assert by_hand < -0.05
   assert float(q.feet_separation_m) == pytest.approx(by_hand, abs=1e-5)
-  assert float(rewards.feet_distance(q)) == pytest.approx(0.108 - by_hand, abs=1e-5)
+  assert float(rewards.feet_distance(q, **arguments)) == pytest.approx(0.108 - by_hand, abs=1e-5)
 
 
 def test_feet_placement_by_hand(walk, builtin_robot):
@@ -454,17 +458,13 @@ def test_robot_walk_config_trains_one_iteration(tmp_path, path, swing_m, hips):
 
   robot = load_robot(str(path))
   config = task_config("walk", robot=robot.name)
-  assert config.swing_height_m == swing_m and config.gait_frequency_hz > 0
+  assert config.rewards["feet_phase"].params["swing_height_m"] == swing_m
+  assert config.gait_frequency_hz > 0
   assert config is not task_config("walk")
   env = make_env("walk", robot)
-  q = jax.eval_shape(lambda: env._quantities(
-      env._data0, jnp.zeros(robot.nu), {"last_action": jnp.zeros(robot.nu),
-                                        "command": jnp.zeros(3), "episode": None,
-                                        "step": jnp.int32(0)},
-      jnp.zeros(2, bool), jnp.zeros(2, bool), jnp.zeros(2)))
-  assert q.hip_mask.shape == (robot.nu,)
-  hip = np.asarray(env._quantities._hip_mask)
-  assert hip.sum() == hips and np.asarray(env._quantities._knee_mask).sum() == 2
+  mask = lambda term: np.asarray(env._rewards[term][2]["mask"])  # (weight, fn, arguments)
+  assert mask("hip_deviation").shape == (robot.nu,)
+  assert mask("hip_deviation").sum() == hips and mask("knee_deviation").sum() == 2
   np.testing.assert_allclose(robot.kp, robot.mj_model.actuator_gainprm[:, 0])
   out = tmp_path / "run"
   with pytest.raises(SystemExit) as e:

@@ -4,6 +4,7 @@ ankle pitch 20, ankle roll and wrists 2; no kv: damping from the joints), 10 sub
 MuJoCo Playground's published G1 settings are the reference (FIELD_NOTES): commands +-1 m/s
 forward, +-0.5 lateral, +-1 rad/s yaw, held 10 s; a 0.15 m swing; termination -100; hip (roll,
 yaw) and knee deviation penalties. Left out: its hand-thigh collision and contact-force terms.
+Written as its differences from the walking task.
 """
 
 import dataclasses
@@ -15,23 +16,13 @@ G1_WALK = dataclasses.replace(
     command_ranges=((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0)),
     command_resample_s=10.0,
     gait_frequency_hz=1.4,  # Playground draws 1.25-1.5 Hz per episode
-    swing_height_m=0.15,
-    soft_joint_limit_fraction=0.95,
-    hip_joints=("hip_roll", "hip_yaw"),
-    knee_joints=("knee",),
-    rewards={
-        "tracking_lin_vel": 1.0,
-        "tracking_ang_vel": 0.75,
-        "ang_vel_xy": -0.15,
-        "orientation": -2.0,
-        "feet_air_time": 2.0,
-        "feet_phase": 1.0,
-        "feet_slip": -0.25,
-        "stand_still": -1.0,
-        "termination": -100.0,
-        "pose": -0.1,
-        "hip_deviation": -0.25,
-        "knee_deviation": -0.1,
-        "joint_limits": -1.0,
-    },
+).with_rewards(
+    ang_vel_xy=-0.15,
+    feet_phase={"swing_height_m": 0.15},
+    hip_deviation={"weight": -0.25, "joints": ("hip_roll", "hip_yaw")},
+    knee_deviation={"weight": -0.1, "joints": ("knee",)},
+    joint_limits={"soft_fraction": 0.95},
+    lin_vel_z=None,
+    action_rate=None,
+    torques=None,
 )

@@ -98,7 +98,6 @@ class LocomotionEnv(Env):
     self._default_joint_pos = jnp.asarray(robot.default_joint_pos, jnp.float32)
     self._qpos_adr = jnp.asarray(robot.qpos_adr)
     self._qvel_adr = jnp.asarray(robot.qvel_adr)
-    self._reward_weights = {k: float(v) for k, v in config.rewards.items()}
     self.commands = Commands(config)
 
     # the episode sampler, in the order its parts depend on each other: physics and latency
@@ -111,6 +110,13 @@ class LocomotionEnv(Env):
     self.critic_obs = config.critic_obs + (("physics",) if privileged else ())
     self._quantities = Measure(robot, config, lambda episode: self.sampler.privileged(episode),
                                privileged_size(randomizer, self.latency))
+    # each reward term: (weight, function, its arguments for this robot)
+    self._rewards = {}
+    for name, r in config.rewards.items():
+      term = rew_lib.REWARD_TERMS[name]
+      setup = {"robot": robot, "task": config.name, "term": name, "weighted": r.weight != 0,
+               "feet_separation_m": self._quantities.feet_separation_m}
+      self._rewards[name] = (float(r.weight), term.fn, term.arguments(setup, r.params))
     self.feet_contact = self._quantities.feet_contact
     self.n_feet = self._quantities.n_feet
     self.default_height = self._quantities.default_height  # m above the floor
@@ -230,8 +236,8 @@ class LocomotionEnv(Env):
     first_contact = contact & ~info["feet_contact"]
     q = self._quantities(data, action, info, contact, first_contact, air_time,
                          self._quantities.feet_xy(data0))
-    terms = {k: rew_lib.REWARD_TERMS[k](q) * w * cfg.ctrl_dt
-             for k, w in self._reward_weights.items()}
+    terms = {k: fn(q, **arguments) * w * cfg.ctrl_dt
+             for k, (w, fn, arguments) in self._rewards.items()}
     reward = jnp.where(finite, sum(terms.values(), jnp.zeros(())), 0.0)
 
     truncated = step >= self.episode_steps

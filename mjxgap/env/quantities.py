@@ -3,7 +3,6 @@ step by the env (SI units, base frame), and `Measure`, which computes them from 
 
 from __future__ import annotations
 
-import re
 from typing import Callable, NamedTuple
 
 import jax
@@ -12,7 +11,6 @@ import mujoco
 import numpy as np
 
 from mjxgap import contract
-from mjxgap.errors import UserError
 
 
 class StepQuantities(NamedTuple):
@@ -23,6 +21,7 @@ class StepQuantities(NamedTuple):
   projected_gravity: jax.Array  # [3], unit gravity direction in the base frame
   base_height: jax.Array  # m, base origin above the floor
   joint_pos: jax.Array  # rad [nu], relative to the default pose
+  joint_angle_rad: jax.Array  # rad [nu], as the joints read (not relative)
   joint_vel: jax.Array  # rad/s [nu]
   torque: jax.Array  # N m [nu], actuator force at the last physics substep
   action: jax.Array  # [nu]
@@ -37,44 +36,14 @@ class StepQuantities(NamedTuple):
   # m: the first two feet's sideways distance in the base frame, positive as in the default pose
   # (negative: the legs crossed); 0 for fewer feet
   feet_separation_m: jax.Array
-  feet_min_separation_m: jax.Array  # m: `feet_min_separation_fraction` of the default pose's
   # m [nfeet, 2]: each foot body's horizontal position relative to the base origin, in the
   # base's heading frame (x forward, y left, rotated by the base's yaw only)
   feet_offset_m: jax.Array
   feet_nominal_offset_m: jax.Array  # m [nfeet, 2]: `feet_offset_m` in the default pose
   gait_period_s: jax.Array  # s: one cycle of the gait clock (0: no clock)
-  swing_height_m: jax.Array  # m, the swing foot's reference apex
-  feet_phase_sigma_m2: jax.Array  # m^2, width of `feet_phase`'s kernel
-  joint_limit_excess: jax.Array  # rad [nu]: beyond the soft joint limits (0 inside)
-  hip_mask: jax.Array  # [nu]: 1 for the task's hip joints
-  knee_mask: jax.Array  # [nu]: 1 for the task's knee joints
   fell: jax.Array  # bool
   default_base_height: jax.Array  # m
-  tracking_sigma: jax.Array  # (m/s)^2, width of `tracking_lin_vel`'s kernel
-  yaw_tracking_sigma: jax.Array  # (rad/s)^2, width of `tracking_ang_vel`'s kernel
-  lateral_tracking_sigma: jax.Array  # (m/s)^2, width of `tracking_lin_vel_y`'s kernel
-  fine_tracking_sigma: jax.Array  # (m/s)^2 or (rad/s)^2, width of the `*_fine` tracking kernels
   physics: jax.Array  # randomized physics draws, each mapped to [-1, 1] over its range
-
-
-def _joint_mask(robot, config, field: str, reward: str) -> jax.Array:
-  """[nu]: 1 for each joint whose name one of the task's `field` regexes finds a match in.
-  While `reward` is weighted, every pattern must match a joint: a typo would silently zero it."""
-  patterns, used = getattr(config, field), config.rewards.get(reward, 0.0) != 0.0
-  if used and not patterns:
-    raise UserError(f"task {config.name}: {field} is empty, but reward {reward} uses it")
-  mask = np.zeros(len(robot.joint_names), bool)
-  for p in patterns:
-    try:
-      hits = [bool(re.search(p, n)) for n in robot.joint_names]
-    except re.error as e:
-      raise UserError(f"task {config.name}: {field} pattern {p!r} is not a regular expression "
-                      f"({e})") from None
-    if used and not any(hits):
-      raise UserError(f"task {config.name}: {field} pattern {p!r} matches none of robot "
-                      f"{robot.name}'s joints {list(robot.joint_names)} (reward {reward} uses it)")
-    mask |= hits
-  return jnp.asarray(mask, jnp.float32)
 
 
 class Measure:
@@ -102,14 +71,8 @@ class Measure:
     self._feet_pair = tuple(int(b) for b in robot.feet_body_ids[:2])
     apart = (self._feet_sideways(d.qpos[3:7], d.xpos, np) if self.n_feet >= 2 else 0.0)
     self._feet_side = 1.0 if apart >= 0 else -1.0
-    self._feet_min_separation = config.feet_min_separation_fraction * abs(float(apart))
+    self.feet_separation_m = abs(float(apart))  # m, sideways in the default pose
     self.feet_nominal_offset = jnp.asarray(self.feet_offset(d.qpos, d.xpos, np), jnp.float32)
-    middle, half = robot.joint_range.mean(axis=1), np.diff(robot.joint_range, axis=1)[:, 0] / 2
-    soft = config.soft_joint_limit_fraction * half
-    self._soft_low = jnp.asarray(np.where(np.isfinite(half), middle - soft, -np.inf), jnp.float32)
-    self._soft_high = jnp.asarray(np.where(np.isfinite(half), middle + soft, np.inf), jnp.float32)
-    self._hip_mask = _joint_mask(robot, config, "hip_joints", "hip_deviation")
-    self._knee_mask = _joint_mask(robot, config, "knee_joints", "knee_deviation")
     self._physics, self._physics_size = physics, physics_size
 
   def feet_contact(self, data) -> jax.Array:
@@ -185,6 +148,7 @@ class Measure:
         projected_gravity=gravity,
         base_height=height,
         joint_pos=joint_pos - self.default_joint_pos,
+        joint_angle_rad=joint_pos,
         joint_vel=data.qvel[self.qvel_adr],
         torque=data.actuator_force,
         action=action,
@@ -198,22 +162,11 @@ class Measure:
         feet_phase=self.gait_phase(self.gait_cycles(info)),
         feet_separation_m=(self._feet_side * self._feet_sideways(quat, data.xpos, jnp)
                            if self.n_feet >= 2 else jnp.zeros(())),
-        feet_min_separation_m=jnp.asarray(self._feet_min_separation),
         feet_offset_m=self.feet_offset(data.qpos, data.xpos, jnp),
         feet_nominal_offset_m=self.feet_nominal_offset,
         gait_period_s=self._gait_period(info["command"]),
-        swing_height_m=jnp.asarray(cfg.swing_height_m),
-        feet_phase_sigma_m2=jnp.asarray(cfg.feet_phase_sigma_m2),
-        joint_limit_excess=(jnp.maximum(joint_pos - self._soft_high, 0.0)
-                            + jnp.maximum(self._soft_low - joint_pos, 0.0)),
-        hip_mask=self._hip_mask,
-        knee_mask=self._knee_mask,
         fell=fell,
         default_base_height=jnp.asarray(self.default_height),
-        tracking_sigma=jnp.asarray(cfg.tracking_sigma),
-        yaw_tracking_sigma=jnp.asarray(cfg.yaw_kernel_sigma),
-        lateral_tracking_sigma=jnp.asarray(cfg.lateral_tracking_sigma),
-        fine_tracking_sigma=jnp.asarray(cfg.fine_tracking_sigma),
         physics=(self._physics(episode) if episode is not None
                  else jnp.zeros(self._physics_size)),
     )

@@ -38,14 +38,6 @@ class TaskConfig:
   fall_height_fraction: float = 0.6  # of the default base height
   max_tilt_rad: float = 1.0
   contact_threshold_m: float = 0.005
-  tracking_sigma: float = 0.25  # (m/s)^2: `tracking_lin_vel`'s kernel (and the yaw one's, below)
-  # (rad/s)^2: `tracking_ang_vel`'s kernel; 0: `tracking_sigma`'s. Apart, the forward kernel can
-  # narrow (a sharper speed) while turning keeps its wide one
-  yaw_tracking_sigma: float = 0.0
-  lateral_tracking_sigma: float = 0.03  # (m/s)^2: `tracking_lin_vel_y`'s kernel
-  # (m/s)^2 and (rad/s)^2: the `tracking_lin_vel_fine` / `tracking_ang_vel_fine` kernels (an
-  # error of 0.1 keeps 82% of them, 0.2 keeps 45%)
-  fine_tracking_sigma: float = 0.05
   # (low, high) for forward m/s, lateral m/s, yaw rad/s; all zero for standing tasks
   command_ranges: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
   command_resample_s: float = 0.0  # 0: one command per episode
@@ -80,19 +72,6 @@ class TaskConfig:
   # rad/s| (all 0: a fixed rate). Quicker steps under a sideways or turning command ask for a
   # shorter step per cycle; the phase is then integrated in the env state and on the robot
   gait_frequency_hz_per_command: tuple[float, ...] = (0.0, 0.0, 0.0)
-  swing_height_m: float = 0.08
-  # m^2: width of `feet_phase`'s kernel over the feet's summed squared height errors. At
-  # Playground's 0.01, with an 8 cm swing, a robot that stands under a moving command keeps 81%
-  # of the term on average over a cycle; narrower, it keeps less (0.0025: 54%)
-  feet_phase_sigma_m2: float = 0.01
-  # `feet_distance` penalises the feet closer sideways than this part of their default-pose
-  # separation
-  feet_min_separation_fraction: float = 0.6
-  soft_joint_limit_fraction: float = 0.9  # `joint_limits` penalises beyond this part of a range
-  # joints whose deviation from the default pose `hip_deviation` / `knee_deviation` penalise:
-  # regular expressions searched in the joint names
-  hip_joints: tuple[str, ...] = ("hip_yaw", "hip_roll")
-  knee_joints: tuple[str, ...] = ("knee",)
   actor_obs: tuple[str, ...] = ACTOR_OBS
   # the actor's input: its last `actor_frames` observations (each delayed and noised as read),
   # newest first; more than one gives it velocities and contacts over time without a velocity
@@ -103,12 +82,35 @@ class TaskConfig:
   # (e.g. the base velocity from a history); the exported policy drops these outputs
   actor_estimates: tuple[str, ...] = ()
   critic_obs: tuple[str, ...] = CRITIC_OBS
-  rewards: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  # term name -> its weight and parameters (`rewards.Reward`); given as a weight, a Reward or a
+  # {"weight", **params} mapping, held as Rewards with every parameter (the term's defaults
+  # filled in)
+  rewards: Mapping[str, rew_lib.Reward] = dataclasses.field(default_factory=dict)
   # One number per episode that ADR's thresholds apply to: "survival" = 1 if the episode
   # reached its time limit, else 0; "tracking" = 1 if it also kept the mean horizontal
   # velocity-tracking error (|command - base velocity|, m/s) below `tracking_error_bound_mps`.
   performance: str = "survival"
   tracking_error_bound_mps: float = 0.3
+
+  def __post_init__(self):
+    object.__setattr__(self, "rewards", {
+        k: rew_lib.with_defaults(k, rew_lib.reward(v)) for k, v in self.rewards.items()})
+
+  def with_rewards(self, **changes) -> "TaskConfig":
+    """This task with some reward terms changed, the rest kept: a number sets a weight (the
+    term's parameters kept), a {param: value} mapping sets parameters (the weight kept), a
+    `Reward` replaces the term, None drops it. A robot's variant of a task is its differences."""
+    rewards = dict(self.rewards)
+    for name, change in changes.items():
+      if change is None:
+        rewards.pop(name, None)
+      elif isinstance(change, rew_lib.Reward):
+        rewards[name] = change
+      else:
+        old = rewards.get(name, rew_lib.Reward(0.0))
+        rewards[name] = (rew_lib.reward(old, **change) if isinstance(change, Mapping)
+                         else rew_lib.Reward(float(change), old.params))
+    return dataclasses.replace(self, rewards=rewards)
 
   @property
   def integrated_gait(self) -> bool:
@@ -116,20 +118,13 @@ class TaskConfig:
     (`info["gait_cycles"]`; absent otherwise, so runs of a fixed clock keep their state)."""
     return any(self.gait_frequency_hz_per_command)
 
-  @property
-  def yaw_kernel_sigma(self) -> float:
-    """(rad/s)^2: the width `tracking_ang_vel` uses."""
-    return self.yaw_tracking_sigma or self.tracking_sigma
-
   def validate(self) -> None:
     for field in ("ctrl_dt", "episode_length_s", "action_scale_rad", "fall_height_fraction",
-                  "max_tilt_rad", "tracking_sigma", "lateral_tracking_sigma",
-                  "fine_tracking_sigma", "feet_phase_sigma_m2", "tracking_error_bound_mps"):
+                  "max_tilt_rad", "tracking_error_bound_mps"):
       if not float(getattr(self, field)) > 0:
         raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
     for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s",
-                  "gait_frequency_hz", "swing_height_m", "training_physics_step_s",
-                  "training_command_resample_s", "yaw_tracking_sigma"):
+                  "gait_frequency_hz", "training_physics_step_s", "training_command_resample_s"):
       if not float(getattr(self, field)) >= 0:
         raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
     if not (isinstance(self.actor_frames, int) and self.actor_frames >= 1):
@@ -138,10 +133,6 @@ class TaskConfig:
     if self.performance not in PERFORMANCE_MEASURES:
       raise UserError(f"task {self.name}: performance must be one of {PERFORMANCE_MEASURES}, "
                       f"got {self.performance!r}")
-    if not 0 <= self.feet_min_separation_fraction <= 1:
-      raise UserError(f"task {self.name}: feet_min_separation_fraction must be in [0, 1]")
-    if not 0 < self.soft_joint_limit_fraction <= 1:
-      raise UserError(f"task {self.name}: soft_joint_limit_fraction must be in (0, 1]")
     slopes = self.gait_frequency_hz_per_command
     if len(slopes) != 3 or not all(np.isfinite(x) and x >= 0 for x in slopes):
       raise UserError(f"task {self.name}: gait_frequency_hz_per_command must be three numbers "
@@ -177,9 +168,56 @@ class TaskConfig:
       if t not in on_robot:
         raise UserError(f"task {self.name}: the actor cannot observe {t!r}: a robot's runtime "
                         f"computes only {', '.join(on_robot)}")
-    for r, w in self.rewards.items():
-      if r not in rew_lib.REWARD_TERMS:
-        raise UserError(f"task {self.name}: unknown reward term {r!r}; known: "
-                        f"{', '.join(rew_lib.REWARD_TERMS)}")
-      if not np.isfinite(w):
-        raise UserError(f"task {self.name}: reward weight of {r!r} must be finite, got {w}")
+    for name, r in self.rewards.items():
+      rew_lib.check(self.name, name, r)
+
+
+# Fields that were the parameters of reward terms before they moved into their terms, and
+# where each went: a saved run's `task_overrides` naming them still reads the same task. (A
+# `yaw_tracking_sigma` of 0 meant "tracking_sigma's".)
+MOVED_TO_TERMS = {
+    "tracking_sigma": (("tracking_lin_vel", "sigma"), ("tracking_ang_vel", "sigma")),
+    "yaw_tracking_sigma": (("tracking_ang_vel", "sigma"),),
+    "lateral_tracking_sigma": (("tracking_lin_vel_y", "sigma"),),
+    "fine_tracking_sigma": (("tracking_lin_vel_fine", "sigma"), ("tracking_ang_vel_fine", "sigma")),
+    "swing_height_m": (("feet_phase", "swing_height_m"),),
+    "feet_phase_sigma_m2": (("feet_phase", "sigma_m2"),),
+    "feet_min_separation_fraction": (("feet_distance", "min_separation_fraction"),),
+    "soft_joint_limit_fraction": (("joint_limits", "soft_fraction"),),
+    "hip_joints": (("hip_deviation", "joints"),),
+    "knee_joints": (("knee_deviation", "joints"),),
+}
+REWARD_PREFIX = "rewards."
+
+
+def with_overrides(config: TaskConfig, overrides: Mapping[str, Any]) -> TaskConfig:
+  """`config` with `overrides` applied: `FIELD` -> value, `rewards.NAME` -> a weight (a
+  registered term not in the task is added), `rewards.NAME.PARAM` -> a parameter of a term in
+  the task (or added by the same overrides); a moved field (`MOVED_TO_TERMS`) sets its terms'
+  parameters where the task has them. Not validated: `validate` names what is wrong."""
+  weights, params, fields = {}, {}, {}
+  for key, value in overrides.items():
+    value = rew_lib.as_tuples(value)  # config.json's lists
+    if key.startswith(REWARD_PREFIX):
+      name, _, param = key[len(REWARD_PREFIX):].partition(".")
+      if param:
+        params.setdefault(name, {})[param] = value
+      else:
+        weights[name] = float(value)
+    elif key in MOVED_TO_TERMS:
+      if key == "yaw_tracking_sigma" and not value:
+        continue
+      for name, param in MOVED_TO_TERMS[key]:
+        if name in config.rewards or name in weights:
+          params.setdefault(name, {})[param] = value
+    else:
+      fields[key] = value
+  unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TaskConfig)})
+  if unknown:
+    raise UserError(f"task {config.name}: unknown config field {unknown[0]!r}")
+  config = dataclasses.replace(config, **fields).with_rewards(**weights)
+  for name in params:
+    if name not in config.rewards:
+      raise UserError(f"task {config.name}: rewards.{name}.{next(iter(params[name]))} sets a "
+                      f"parameter of a term the task does not have; add it with rewards.{name}=W")
+  return config.with_rewards(**params)

@@ -2,8 +2,8 @@
 
 A run is fully described by one `TrainConfig`, written as `config.json`; `--set a.b=value` on the
 command line overrides any field, parsed to that field's type. `stages` change learner and task
-fields at given env steps inside one training process (`config_at`): a learning-rate drop, a
-tighter exploration-noise cap, a reward weight.
+fields and the randomization at given env steps inside one training process (`config_at`): a
+learning-rate drop, a tighter exploration-noise cap, a reward weight, wider physics ranges.
 """
 
 from __future__ import annotations
@@ -15,13 +15,18 @@ import typing
 from typing import Any, Mapping
 
 from mjxgap.agent.config import PPOConfig
+from mjxgap.env.task import REWARD_PREFIX
 from mjxgap.errors import UserError
+
+
+STAGE_FIELDS = ("ppo", "task", "dr")  # what a stage may set (a prefix, or the field itself)
 
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
   """From `at_env_steps` on, training runs with `set` applied: `--set` assignments of `ppo.*`
-  and `task.*` fields that a running state can take (`runs.resume.check_continuable`)."""
+  and `task.*` fields that a running state can take (`runs.resume.check_continuable`), and
+  `dr=` another randomization of the same state (each env draws from it at its next reset)."""
 
   at_env_steps: int
   set: tuple[str, ...]
@@ -63,9 +68,10 @@ class TrainConfig:
       raise UserError(f"stages must start at increasing env steps >= 1, got {at}")
     for stage in self.stages:
       for assignment in stage.set:
-        if not assignment.partition(".")[0] in ("ppo", "task"):
+        head = assignment.partition("=")[0].strip().partition(".")[0]
+        if head not in STAGE_FIELDS:
           raise UserError(f"stage at {stage.at_env_steps:,} env steps: {assignment!r}: a stage "
-                          "sets ppo.* and task.* fields only")
+                          "sets ppo.* and task.* fields and dr only")
     for i in range(len(self.stages)):  # each stage's fields parse and are set in range
       config_at(self, self.stage_iterations[i]).ppo.validate()
 
@@ -169,11 +175,24 @@ def _parse(text: str, kind: Any, where: str) -> Any:
   return text
 
 
-REWARD_PREFIX = "rewards."  # a task override `rewards.NAME` sets one reward weight
 
 
 def _field_types(cls) -> dict[str, Any]:
   return typing.get_type_hints(cls)
+
+
+def _reward_field_type(key: str) -> Any:
+  """The type of a `rewards.NAME` (a weight) or `rewards.NAME.PARAM` override: the parameter's
+  default's (a number, or a list of joint-name patterns); unknown names are named later, where
+  the task is resolved."""
+  from mjxgap.env.rewards import REWARD_TERMS
+
+  name, _, param = key[len(REWARD_PREFIX):].partition(".")
+  term = REWARD_TERMS.get(name)
+  if param and term is not None and param in term.params:
+    default = term.params[param].default
+    return tuple[str, ...] if isinstance(default, tuple) else float
+  return float
 
 
 def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
@@ -194,15 +213,16 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
       config = dataclasses.replace(
           config, ppo=dataclasses.replace(config.ppo, **{rest: _parse(text, types_[rest], where)}))
     elif head == "task" and rest.startswith(REWARD_PREFIX):
-      # one reward weight: `task.rewards.feet_slip=-0.5` (a new registered term may be added)
+      # one reward weight, `task.rewards.feet_slip=-0.5` (a new registered term may be added),
+      # or one parameter of a term, `task.rewards.feet_phase.sigma_m2=0.0025`
       config = dataclasses.replace(config, task_overrides={
-          **config.task_overrides, rest: _parse(text, float, where)})
+          **config.task_overrides, rest: _parse(text, _reward_field_type(rest), where)})
     elif head == "task" and rest:
       types_ = _field_types(TaskConfig)
       if rest not in types_ or rest in ("name", "rewards"):
         raise UserError(f"{where}: not a TaskConfig field that --set can change (numbers, "
                         "flags, comma-separated lists, command_ranges as (low,high) pairs, "
-                        "rewards.NAME)")
+                        "rewards.NAME, rewards.NAME.PARAM)")
       config = dataclasses.replace(config, task_overrides={
           **config.task_overrides, rest: _parse(text, types_[rest], where)})
     else:

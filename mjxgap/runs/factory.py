@@ -16,9 +16,8 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Mapping
 
 from mjxgap.env.locomotion import LocomotionEnv
-from mjxgap.env.task import TRAINING_AIDS, TaskConfig
+from mjxgap.env.task import TRAINING_AIDS, TaskConfig, with_overrides
 from mjxgap.errors import UserError
-from mjxgap.runs.config import REWARD_PREFIX
 from mjxgap.robot import Robot, load_robot
 from mjxgap.sim.actuators import models as actuator_models
 from mjxgap.sim.actuators.net import load_net
@@ -56,17 +55,7 @@ def task_config(task: str, overrides: Mapping[str, Any] | None = None,
     raise UserError(f"unknown task {task!r}; expected one of: {', '.join(sorted(TASKS))}")
   config = ROBOT_TASKS.get((robot, task), TASKS[task])
   if overrides:
-    weights = {k[len(REWARD_PREFIX):]: float(v) for k, v in overrides.items()
-               if k.startswith(REWARD_PREFIX)}
-    # config.json stores tuples (observation lists, command_ranges' pairs) as JSON lists
-    tuples = lambda v: tuple(tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
-    fields = {k: tuples(v) for k, v in overrides.items() if not k.startswith(REWARD_PREFIX)}
-    unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TaskConfig)})
-    if unknown:
-      raise UserError(f"task {task}: unknown config field {unknown[0]!r}")
-    config = dataclasses.replace(config, **fields)
-    if weights:
-      config = dataclasses.replace(config, rewards={**config.rewards, **weights})
+    config = with_overrides(config, overrides)
   config.validate()
   return config
 

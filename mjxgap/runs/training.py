@@ -75,6 +75,21 @@ def _prepared(out: pathlib.Path, config: TrainConfig) -> bool:
     return False
 
 
+def _check_stage_states(config: TrainConfig, trainer_at) -> None:
+  """Refuses (one line, before anything is written) a stage whose randomization changes the
+  training state's arrays (e.g. a longer delay line): the running state could not continue."""
+  def shapes(trainer):
+    state = trainer.init_abstract()
+    return jax.tree.structure(state), [(x.shape, x.dtype) for x in jax.tree.leaves(state)]
+
+  for stage, start in zip(config.stages, config.stage_iterations):
+    before, after = config_at(config, start - 1), config_at(config, start)
+    if before.dr != after.dr and shapes(trainer_at(start - 1)) != shapes(trainer_at(start)):
+      raise UserError(f"stage at {stage.at_env_steps:,} env steps: dr cannot change from "
+                      f"{before.dr!r} to {after.dr!r} inside a run: the training state's arrays "
+                      "differ (e.g. a longer delay line or an ADR curriculum)")
+
+
 def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
           progress: bool = True,
           log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
@@ -116,7 +131,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
     return factory.make_trainer(staged, env_inputs.env(robot))
 
   trainer = trainer_at(start_iteration)
-  fingerprint = fingerprints(config)
+  _check_stage_states(config, trainer_at)
   if resume:
     restored, meta = checkpoint.restore(out, trainer.init_abstract(),
                                         shardings=trainer.shardings())
@@ -206,7 +221,8 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
         stopping = signalled or out_of_time
         if (iteration % config.checkpoint_every == 0 or iteration == config.num_iterations
             or iteration in stage_starts or stopping):  # a stage starts from a checkpoint
-          saver.save(state, config.to_dict(), __version__, fingerprint)
+          saver.save(state, config.to_dict(), __version__,
+                     fingerprints(config_at(config, iteration)))
         if stopping:
           break
   finally:
