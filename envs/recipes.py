@@ -27,15 +27,15 @@ WALK_BUILTIN = TrainConfig(
         "rewards.tracking_lin_vel": 3.0,  # velocity tracking weighs 3x Playground's
         "actor_frames": 5,  # the actor reads its last 5 observations...
         "actor_estimates": ("base_lin_vel",),  # ...and learns to estimate the base velocity
-        "single_axis_command_prob": 0.25,  # pure forward/sideways/turning commands...
-        "single_axis_weights": (1.0, 1.0, 2.0),  # ...half of them turns on the spot
+        "commands.single_axis_prob": 0.25,  # pure forward/sideways/turning commands...
+        "commands.single_axis_weights": (1.0, 1.0, 2.0),  # ...half of them turns on the spot
         "training_physics_step_s": 0.005,  # train at 5 ms physics (robot file: 4 ms)
         "rewards.tracking_lin_vel_y": 1.0,  # the lateral velocity error on its own...
         "rewards.tracking_lin_vel_y.sigma": 0.1,  # ...in a 0.1 (m/s)^2 kernel
         "rewards.hip_deviation": -0.1,  # hip roll and yaw kept near the default pose
         "rewards.feet_phase": 1.5,  # swing-foot height on the gait clock...
         "rewards.feet_phase.sigma_m2": 0.0025,  # ...in a narrow kernel: the legs step
-        "training_command_resample_s": 10.0,  # commands held 10 s in training
+        "commands.training_resample_s": 10.0,  # commands held 10 s in training
         "rewards.tracking_ang_vel": 1.5,  # yaw-rate tracking weighed twice
         "gait_frequency_hz": 1.25,  # a slower gait clock
     },

@@ -6,14 +6,13 @@ Terms and weights after MuJoCo Playground's humanoid joystick tasks (FIELD_NOTES
 ranges are issue 16's.
 """
 
-from mjxgap.env.task import ACTOR_OBS, CRITIC_OBS, TaskConfig
+from mjxgap.env.task import ACTOR_OBS, CRITIC_OBS, CommandConfig, TaskConfig
 
 WALK = TaskConfig(
     name="walk",
     episode_length_s=20.0,
-    command_ranges=((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8)),
-    command_resample_s=5.0,
-    zero_command_prob=0.1,
+    commands=CommandConfig(ranges=((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8)), resample_s=5.0,
+                           zero_prob=0.1),
     gait_frequency_hz=1.5,
     actor_obs=ACTOR_OBS + ("gait_phase",),
     critic_obs=CRITIC_OBS + ("gait_phase",),

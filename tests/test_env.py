@@ -26,7 +26,8 @@ def env(builtin_robot):
   `feet_phase` and yaw-tracking kernels."""
   walk = task_config("walk")
   config = dataclasses.replace(walk, name="all_terms", rewards={k: 1.0 for k in REWARD_TERMS},
-                               command_resample_s=0.1, zero_command_prob=0.0,
+                               commands=dataclasses.replace(walk.commands, resample_s=0.1,
+                                                            zero_prob=0.0),
                                init_joint_noise_rad=0.1).with_rewards(
       feet_phase={"sigma_m2": 0.003}, tracking_ang_vel={"sigma": 0.4},
       joint_limits={"soft_fraction": 0.2})  # so joint_limits is not all 0
@@ -252,8 +253,8 @@ def test_actor_and_critic_observations_match_numpy(env, run64):
 
 
 def test_commands_resampled_within_ranges(env, run64):
-  lo = np.array([c[0] for c in env.config.command_ranges])
-  hi = np.array([c[1] for c in env.config.command_ranges])
+  lo = np.array([c[0] for c in env.config.commands.ranges])
+  hi = np.array([c[1] for c in env.config.commands.ranges])
   first = np.asarray(run64[0].info["command"])
   later = np.asarray(run64[5].info["command"])  # 0.1 s = 5 control steps
   for c in (first, later):
@@ -264,17 +265,17 @@ def test_commands_resampled_within_ranges(env, run64):
 
 
 def test_single_axis_commands_keep_one_uniform_axis():
-  """With `single_axis_command_prob` p, a share p of the commands (within 4 binomial sigma)
+  """With `commands.single_axis_prob` p, a share p of the commands (within 4 binomial sigma)
   keeps one axis, each axis a third of them, uniform over its range; with p = 0 the sampler
   draws exactly what it drew before the option existed (old runs evaluate unchanged)."""
   from mjxgap.env.commands import Commands
-  from mjxgap.env.task import TaskConfig
+  from mjxgap.env.task import CommandConfig, TaskConfig
 
   ranges, n, p = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8)), 8192, 0.3
   keys = jax.random.split(jax.random.PRNGKey(0), n)
-  draw = lambda **kw: np.asarray(jax.vmap(Commands(TaskConfig(command_ranges=ranges, **kw)).sample)(
-      keys))
-  cmd = draw(single_axis_command_prob=p)
+  draw = lambda **kw: np.asarray(jax.vmap(Commands(TaskConfig(
+      commands=CommandConfig(ranges=ranges, **kw))).sample)(keys))
+  cmd = draw(single_axis_prob=p)
   axes = np.count_nonzero(cmd, axis=1)
   assert set(np.unique(axes)) == {1, 3}  # a uniform draw is never exactly 0
   single = cmd[axes == 1]
@@ -295,13 +296,13 @@ def test_single_axis_weights_set_the_kept_axis_odds():
   single-axis commands (within 4 binomial sigma), an axis of weight 0 never; equal weights of
   any size draw exactly what the default draws; a bad weight is one clear error."""
   from mjxgap.env.commands import Commands
-  from mjxgap.env.task import TaskConfig
+  from mjxgap.env.task import CommandConfig, TaskConfig
   from mjxgap.errors import UserError
 
   ranges, n = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8)), 8192
   keys = jax.random.split(jax.random.PRNGKey(3), n)
-  draw = lambda **kw: np.asarray(jax.vmap(Commands(TaskConfig(
-      command_ranges=ranges, single_axis_command_prob=0.5, **kw)).sample)(keys))
+  draw = lambda **kw: np.asarray(jax.vmap(Commands(TaskConfig(commands=CommandConfig(
+      ranges=ranges, single_axis_prob=0.5, **kw))).sample)(keys))
   for weights in ((1.0, 0.5, 2.5), (0.0, 1.0, 3.0)):
     cmd = draw(single_axis_weights=weights)
     single = cmd[np.count_nonzero(cmd, axis=1) == 1]
@@ -312,7 +313,7 @@ def test_single_axis_weights_set_the_kept_axis_odds():
   np.testing.assert_array_equal(draw(single_axis_weights=(2.0, 2.0, 2.0)), draw())
   for bad in ((1.0, 1.0), (1.0, -1.0, 1.0), (0.0, 0.0, 0.0), (1.0, float("nan"), 1.0)):
     with pytest.raises(UserError, match="single_axis_weights must be three finite weights"):
-      TaskConfig(single_axis_weights=bad).validate()
+      TaskConfig(commands=CommandConfig(single_axis_weights=bad)).validate()
 
 
 def test_eval_fixed_command_holds_one_command_all_episode():
@@ -324,10 +325,10 @@ def test_eval_fixed_command_holds_one_command_all_episode():
   from mjxgap.runs.config import TrainConfig
   from mjxgap.runs.factory import task_config
 
-  run = TrainConfig(task="walk", task_overrides={"single_axis_command_prob": 0.5,
-                                                 "outer_command_prob": 0.5,
-                                                 "zero_command_prob": 0.3,
-                                                 "training_command_ranges": ((-1, 1),) * 3})
+  run = TrainConfig(task="walk", task_overrides={"commands.single_axis_prob": 0.5,
+                                                 "commands.outer_prob": 0.5,
+                                                 "commands.zero_prob": 0.3,
+                                                 "commands.training_ranges": ((-1, 1),) * 3})
   pinned = fixed_command(run, (0.0, -0.3, 0.25))
   commands = Commands(task_config("walk", pinned.task_overrides))
   keys = jax.random.split(jax.random.PRNGKey(2), 512)
@@ -344,15 +345,15 @@ def test_eval_fixed_command_holds_one_command_all_episode():
 
 
 def test_training_command_resample_sets_the_interval_in_training_only():
-  """`training_command_resample_s` (a training aid): commands are redrawn every that many
-  seconds in place of `command_resample_s` (at 20 ms control, 10 s = every 500 steps, not 250);
+  """`commands.training_resample_s` (a training aid): commands are redrawn every that many
+  seconds in place of `commands.resample_s` (at 20 ms control, 10 s = every 500 steps, not 250);
   evaluation's config (`without_training_aids`) draws at the task's 5 s again."""
   from mjxgap.env.commands import Commands
   from mjxgap.errors import UserError
   from mjxgap.runs.config import TrainConfig
   from mjxgap.runs.factory import task_config, without_training_aids
 
-  run = TrainConfig(task="walk", task_overrides={"training_command_resample_s": 10.0})
+  run = TrainConfig(task="walk", task_overrides={"commands.training_resample_s": 10.0})
   keys = jax.random.split(jax.random.PRNGKey(4), 64)
   old = jnp.full((64, 3), 0.05)  # no uniform draw hits it exactly
 
@@ -362,18 +363,18 @@ def test_training_command_resample_sets_the_interval_in_training_only():
 
   trained, evaluated = (task_config("walk", c.task_overrides)
                         for c in (run, without_training_aids(run)))
-  assert evaluated.command_resample_s == 5.0 and evaluated.training_command_resample_s == 0.0
+  assert evaluated.commands.resample_s == 5.0 and evaluated.commands.training_resample_s == 0.0
   for step, in_training, in_eval in ((250, False, True), (500, True, True), (750, False, True),
                                      (499, False, False)):
     for config, expect in ((trained, in_training), (evaluated, in_eval)):
       got = redrawn(config, step)
       assert got.all() if expect else not got.any(), (config.name, step)
-  with pytest.raises(UserError, match="training_command_resample_s must be >= 0"):
-    task_config("walk", {"training_command_resample_s": -1.0})
+  with pytest.raises(UserError, match="commands.training_resample_s must be >= 0"):
+    task_config("walk", {"commands.training_resample_s": -1.0})
 
 
 def test_training_command_ranges_widen_training_draws_only():
-  """`training_command_ranges` (a training aid): training draws uniformly over them (each axis's
+  """`commands.training_ranges` (a training aid): training draws uniformly over them (each axis's
   min, max and mean against the uniform law's, within 4 sigma of the mean), evaluation's config
   over the task's own ranges; ranges that do not contain the task's are refused in one line
   (training may ask for more than the task, never for less)."""
@@ -385,7 +386,7 @@ def test_training_command_ranges_widen_training_draws_only():
   walk_ranges = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8))  # the walk task's (issue 16's)
   wide = ((-0.5, 1.0), (-0.5, 0.5), (-1.2, 1.2))
   run = apply_overrides(TrainConfig(task="walk"), [
-      "task.training_command_ranges=(-0.5,1.0),(-0.5,0.5),(-1.2,1.2)"])
+      "task.commands.training_ranges=(-0.5,1.0),(-0.5,0.5),(-1.2,1.2)"])
   keys = jax.random.split(jax.random.PRNGKey(5), 8192)
   for config, ranges in ((run, wide), (without_training_aids(run), walk_ranges)):
     cmd = np.asarray(jax.vmap(Commands(task_config("walk", config.task_overrides)).sample)(keys))
@@ -396,8 +397,8 @@ def test_training_command_ranges_widen_training_draws_only():
       assert abs(cmd[:, a].mean() - (lo + hi) / 2) < 4 * (hi - lo) / np.sqrt(12 * len(cmd))
   for bad in (((-0.5, 1.0), (-0.2, 0.5), (-1.2, 1.2)), ((-0.5, 1.0), (-0.5, 0.5)),
               ((-0.5, 1.0), (-0.5, 0.5), (-1.2, float("inf")))):
-    with pytest.raises(UserError, match="training_command_ranges must be three finite"):
-      task_config("walk", {"training_command_ranges": bad})
+    with pytest.raises(UserError, match="commands.training_ranges must be three finite"):
+      task_config("walk", {"commands.training_ranges": bad})
 
 
 def test_reward_parameters_sit_with_their_terms_and_saved_runs_read_the_same():
@@ -418,6 +419,14 @@ def test_reward_parameters_sit_with_their_terms_and_saved_runs_read_the_same():
   assert params(old, "feet_phase")["sigma_m2"] == 0.003
   assert params(old, "joint_limits") == {"soft_fraction": 0.5}
   assert "tracking_lin_vel_y" not in old.rewards  # not in the task: nothing to set
+  # the command fields moved into `commands` the same way
+  moved = task_config("walk", {"command_ranges": [[0, 1], [0, 0], [-1, 1]],
+                               "single_axis_command_prob": 0.5, "training_command_resample_s": 10})
+  assert (moved.commands.ranges, moved.commands.single_axis_prob,
+          moved.commands.training_resample_s) == (((0, 1), (0, 0), (-1, 1)), 0.5, 10)
+  assert moved == task_config("walk", {"commands.ranges": ((0, 1), (0, 0), (-1, 1)),
+                                       "commands.single_axis_prob": 0.5,
+                                       "commands.training_resample_s": 10})
   both = task_config("walk", {"tracking_sigma": 0.15, "yaw_tracking_sigma": 0.4,
                               "rewards.tracking_lin_vel_y": 1.0, "lateral_tracking_sigma": 0.2})
   assert params(both, "tracking_ang_vel") == {"sigma": 0.4}
@@ -436,23 +445,24 @@ def test_reward_parameters_sit_with_their_terms_and_saved_runs_read_the_same():
       ({"rewards.feet_distance.min_separation_fraction": 0.5}, "add it with "
                                                                 "rewards.feet_distance=W"),
       ({"rewards.joint_limits.soft_fraction": 0.0}, "must be a number in (0, 1]"),
-      ({"swing_height": 0.1}, "unknown config field 'swing_height'")):
+      ({"swing_height": 0.1}, "unknown config field 'swing_height'"),
+      ({"commands.range": ((0, 1),) * 3}, "unknown config field 'commands.range'")):
     with pytest.raises(UserError) as e:
       task_config("walk", overrides)
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
 def test_outer_commands_are_uniform_over_the_outer_halves():
-  """With `outer_command_prob` 1, each axis is uniform over the outer half of its range on each
+  """With `commands.outer_prob` 1, each axis is uniform over the outer half of its range on each
   side, the sides as often as a uniform draw picks them; with p, a share p + (1 - p) / 8 of the
   commands has all three axes there (a uniform draw lands there with 1/2 per axis)."""
   from mjxgap.env.commands import Commands
-  from mjxgap.env.task import TaskConfig
+  from mjxgap.env.task import CommandConfig, TaskConfig
 
   ranges, n = ((-0.5, 1.0), (-0.3, 0.3), (0.2, 0.8)), 8192
   keys = jax.random.split(jax.random.PRNGKey(1), n)
   draw = lambda p: np.asarray(jax.vmap(Commands(TaskConfig(
-      command_ranges=ranges, outer_command_prob=p)).sample)(keys))
+      commands=CommandConfig(ranges=ranges, outer_prob=p))).sample)(keys))
   cmd = draw(1.0)
   for a, (lo, hi) in enumerate(ranges):
     # each side of 0 as (its point nearest 0, its end); a uniform draw picks it by its length

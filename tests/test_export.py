@@ -338,8 +338,8 @@ def test_observation_from_policy_json_equals_the_training_observation(exported, 
   from mjxgap.runs.factory import make_env
 
   _, out = exported
-  env = make_env("stand", builtin_robot, {"zero_command_prob": 0.0,
-                                          "command_ranges": ((-0.5, 0.5), (-0.3, 0.3), (-1, 1))})
+  env = make_env("stand", builtin_robot, {"commands.zero_prob": 0.0,
+                                          "commands.ranges": ((-0.5, 0.5), (-0.3, 0.3), (-1, 1))})
   step = jax.jit(env.step)
   state = jax.jit(env.reset)(jax.random.PRNGKey(4))
   rng = np.random.default_rng(0)

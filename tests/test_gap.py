@@ -256,7 +256,9 @@ def test_evaluation_samples_the_tasks_own_commands(small_export, tmp_path, monke
   spec = json.loads((out / "policy.json").read_text())
   spec["trained_with"].setdefault("task_overrides", {}).update(aids)
   env_config = mjx.training_env(out, spec, 1.0).config
-  assert {name: getattr(env_config, name) for name in aids} == TRAINING_AIDS
+  value = lambda name: (getattr(env_config.commands, name[len("commands."):])
+                        if name.startswith("commands.") else getattr(env_config, name))
+  assert {name: value(name) for name in aids} == TRAINING_AIDS
   run = shutil.copytree(run, tmp_path / "run")
   config = json.loads((run / "config.json").read_text())
   config.setdefault("task_overrides", {}).update(aids)

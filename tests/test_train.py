@@ -171,7 +171,8 @@ def test_killed_save_resumes_from_previous_checkpoint(runs, tmp_path, capsys):
      "reward feet_phase.sigma_m2 must be a number > 0 (m^2), got 0.0"),
     (["--task", "walk", "--set", "task.tracking_sigma=0.1"],
      "not a TaskConfig field that --set can change"),
-    (["--task", "walk", "--set", "task.command_ranges=(0,1),(0,1)"], "three finite (low, high)"),
+    (["--task", "walk", "--set", "task.commands.ranges=(0,1),(0,1)"], "three finite (low, high)"),
+    (["--task", "walk", "--set", "task.commands.nope=1"], "not a TaskConfig field"),
 ])
 def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
   code, out, err = _cli(["train", "--out", str(tmp_path / "r"), *argv], capsys)
@@ -204,13 +205,13 @@ def test_task_overrides():
     assert task.critic_obs == WALK.critic_obs
   # tuples split outside brackets only: nested pairs, and regexes with groups, classes and
   # counted repeats, survive
-  config = apply_overrides(PRESETS["smoke"], ["task.command_ranges=(-0.5,1),(0, 0.5),(-1,1)",
+  config = apply_overrides(PRESETS["smoke"], ["task.commands.ranges=(-0.5,1),(0, 0.5),(-1,1)",
                                               "task.rewards.hip_deviation=-0.1",
                                               "task.rewards.hip_deviation.joints="
                                               "(left|right)_hip_roll,[lr]_hip_{1,2}_yaw,knee"])
   for overrides in (config.task_overrides, json.loads(json.dumps(config.task_overrides))):
     task = task_config("walk", overrides, "builtin")
-    assert task.command_ranges == ((-0.5, 1.0), (0.0, 0.5), (-1.0, 1.0))
+    assert task.commands.ranges == ((-0.5, 1.0), (0.0, 0.5), (-1.0, 1.0))
     assert task.rewards["hip_deviation"].params["joints"] == (
         "(left|right)_hip_roll", "[lr]_hip_{1,2}_yaw", "knee")
 
@@ -247,7 +248,7 @@ def test_resume_takes_a_new_reward_weight(runs, tmp_path, capsys):
   code, _, err = _cli(["train", "--out", str(run), "--resume", "--no-progress",
                        "--total-steps", str(5 * STEPS_PER_ITERATION),
                        "--set", "task.rewards.action_rate=-0.5",
-                       "--set", "task.training_command_resample_s=0.5"], capsys)
+                       "--set", "task.commands.training_resample_s=0.5"], capsys)
   assert code == 0, err
   config = load_config(run)
   assert config.task_overrides["rewards.action_rate"] == -0.5

@@ -97,7 +97,7 @@ def test_gait_clock_following_the_command_on_both_sides(builtin_robot):
   changes every 5 steps; a fixed clock would be off by more than 0.1 cycle."""
   slopes = (0.5, 2.0, 0.6)
   env = make_env("walk", builtin_robot, {"gait_frequency_hz_per_command": slopes,
-                                         "command_resample_s": 0.1, "zero_command_prob": 0.0})
+                                         "commands.resample_s": 0.1, "commands.zero_prob": 0.0})
   fixed = make_env("walk", builtin_robot)  # its state has no clock: old checkpoints restore
   assert set(jax.eval_shape(fixed.reset, jax.random.PRNGKey(0)).info) == \
       set(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).info) - {"gait_cycles"}

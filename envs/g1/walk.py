@@ -13,8 +13,8 @@ from mjxgap_envs.walk import WALK
 
 G1_WALK = dataclasses.replace(
     WALK,
-    command_ranges=((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0)),
-    command_resample_s=10.0,
+    commands=dataclasses.replace(WALK.commands, ranges=((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0)),
+                                 resample_s=10.0),
     gait_frequency_hz=1.4,  # Playground draws 1.25-1.5 Hz per episode
 ).with_rewards(
     ang_vel_xy=-0.15,

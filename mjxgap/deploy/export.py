@@ -221,7 +221,7 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
                       "note": "fallen: base height above the floor below fall_height_m, or the "
                               "base tilted more than max_tilt_rad"},
       "command": {"terms": ["forward_velocity_mps", "lateral_velocity_mps", "yaw_rate_rad_s"],
-                  "ranges": [list(r) for r in task.command_ranges]},
+                  "ranges": [list(r) for r in task.commands.ranges]},
       "gait": {"frequency_hz": task.gait_frequency_hz,
                "frequency_hz_per_command": list(task.gait_frequency_hz_per_command),
                "note": "gait_phase = 2 pi cycles; cycles start at 0 with the policy and advance "

@@ -1,9 +1,8 @@
-"""Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's ranges (in
-training its `training_command_ranges` where set; in their outer halves with probability
-`outer_command_prob`, then one axis only with probability `single_axis_command_prob`, the axis
-drawn with odds `single_axis_weights`, all zero with probability `zero_command_prob`),
-resampled every `command_resample_s` (in training every `training_command_resample_s` where
-that is set)."""
+"""Velocity commands: forward m/s, lateral m/s and yaw rad/s, uniform over a task's
+`commands.ranges` (in training its `training_ranges` where set; in their outer halves with
+probability `outer_prob`, then one axis only with probability `single_axis_prob`, the axis drawn
+with odds `single_axis_weights`, all zero with probability `zero_prob`), resampled every
+`resample_s` (in training every `training_resample_s` where that is set)."""
 
 from __future__ import annotations
 
@@ -15,16 +14,17 @@ class Commands:
   """The command sampler of one task (`TaskConfig`)."""
 
   def __init__(self, config):
-    ranges = config.training_command_ranges or config.command_ranges
+    c = config.commands
+    ranges = c.training_ranges or c.ranges
     self._low = jnp.asarray([r[0] for r in ranges], jnp.float32)
     self._high = jnp.asarray([r[1] for r in ranges], jnp.float32)
-    self._zero_prob = config.zero_command_prob
-    self._single_axis_prob = config.single_axis_command_prob
-    w = config.single_axis_weights
+    self._zero_prob = c.zero_prob
+    self._single_axis_prob = c.single_axis_prob
+    w = c.single_axis_weights
     # equal odds keep the uniform draw that runs made before the weights existed
     self._axis_odds = None if len(set(w)) == 1 else jnp.asarray(w, jnp.float32) / sum(w)
-    self._outer_prob = config.outer_command_prob
-    resample_s = config.training_command_resample_s or config.command_resample_s
+    self._outer_prob = c.outer_prob
+    resample_s = c.training_resample_s or c.resample_s
     self._every = int(round(resample_s / config.ctrl_dt))  # 0: once per episode
 
   def sample(self, key: jax.Array) -> jax.Array:

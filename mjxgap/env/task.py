@@ -15,15 +15,74 @@ from mjxgap.errors import UserError
 PERFORMANCE_MEASURES = ("survival", "tracking")
 ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action", "command")
 CRITIC_OBS = ACTOR_OBS + ("base_lin_vel", "base_height", "feet_contact")
-# Task fields that shape training only, with the values evaluation (`mjxgap eval`, the gap
-# report's MJX side) and export use: every policy of a task is measured on the same command
-# distribution, at the robot's own physics step.
+# Task settings that shape training only, as overrides to the values evaluation (`mjxgap eval`,
+# the gap report's MJX side) and export use: every policy of a task is measured on the same
+# command distribution, at the robot's own physics step.
 # The command aids only change which commands training draws (the env state holds the one
 # command in force, whatever its distribution), so a resumed run may change them.
-COMMAND_AIDS = {"single_axis_command_prob": 0.0, "single_axis_weights": (1.0, 1.0, 1.0),
-                "outer_command_prob": 0.0, "training_command_resample_s": 0.0,
-                "training_command_ranges": ()}
+COMMAND_AIDS = {"commands.single_axis_prob": 0.0, "commands.single_axis_weights": (1.0, 1.0, 1.0),
+                "commands.outer_prob": 0.0, "commands.training_resample_s": 0.0,
+                "commands.training_ranges": ()}
 TRAINING_AIDS = {**COMMAND_AIDS, "training_physics_step_s": 0.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandConfig:
+  """How a task's velocity commands (forward m/s, lateral m/s, yaw rad/s) are drawn: the task's
+  own distribution, which evaluation draws, and the training aids (`COMMAND_AIDS`), which only
+  training uses."""
+
+  # (low, high) for forward m/s, lateral m/s, yaw rad/s; all zero for standing tasks
+  ranges: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
+  resample_s: float = 0.0  # 0: one command per episode
+  zero_prob: float = 0.0  # the share of commands that are all zero
+  # a training aid: the resampling interval (s) of training, in place of `resample_s` (0: that
+  # one): longer holds show the policy what one command does past `resample_s`, as a robot
+  # driven by an operator holds it; evaluation keeps the task's
+  training_resample_s: float = 0.0
+  # a training aid: the ranges of training, in place of `ranges` (empty: those). They must
+  # contain the task's ranges: training may ask for more (a lateral or turning speed that
+  # standing still cannot half-earn) but evaluation always draws from the task's own
+  training_ranges: tuple[tuple[float, float], ...] = ()
+  # a training aid: with this probability a command keeps one of its three axes (drawn by
+  # `single_axis_weights`) and zeroes the others -- pure forward, sideways or turning-on-the-spot
+  # commands, which a uniform draw over all three ranges almost never gives
+  single_axis_prob: float = 0.0
+  # a training aid: the relative odds that a single-axis command keeps its forward, lateral or
+  # yaw axis (e.g. (1, 1, 2): turning on the spot as often as the other two together)
+  single_axis_weights: tuple[float, ...] = (1.0, 1.0, 1.0)
+  # a training aid: with this probability every axis of a command moves halfway from its uniform
+  # draw to its range's end on the same side (so it is uniform over the outer half of that side):
+  # fast walking while turning and stepping sideways, where a uniform draw rarely goes
+  outer_prob: float = 0.0
+
+  @property
+  def moving(self) -> bool:
+    """Whether the task asks for any motion (a walking task), not only a zero command."""
+    return any(hi > lo for lo, hi in self.ranges)
+
+  def validate(self, task: str) -> None:
+    for field in ("resample_s", "training_resample_s"):
+      if not float(getattr(self, field)) >= 0:
+        raise UserError(f"task {task}: commands.{field} must be >= 0, got {getattr(self, field)}")
+    for field in ("zero_prob", "single_axis_prob", "outer_prob"):
+      if not 0 <= getattr(self, field) <= 1:
+        raise UserError(f"task {task}: commands.{field} must be in [0, 1], got "
+                        f"{getattr(self, field)}")
+    w = self.single_axis_weights
+    if not (len(w) == 3 and all(np.isfinite(x) and x >= 0 for x in w) and sum(w) > 0):
+      raise UserError(f"task {task}: commands.single_axis_weights must be three finite weights "
+                      f">= 0 (forward, lateral, yaw) with a positive sum, got {w}")
+    if len(self.ranges) != 3 or not all(
+        np.isfinite(lo) and np.isfinite(hi) and lo <= hi for lo, hi in self.ranges):
+      raise UserError(f"task {task}: commands.ranges must be three finite (low, high) pairs with "
+                      f"low <= high, got {self.ranges}")
+    wide = self.training_ranges
+    if wide and not (len(wide) == 3 and all(
+        np.isfinite(lo) and np.isfinite(hi) and lo <= task_lo and hi >= task_hi
+        for (lo, hi), (task_lo, task_hi) in zip(wide, self.ranges))):
+      raise UserError(f"task {task}: commands.training_ranges must be three finite (low, high) "
+                      f"pairs containing commands.ranges {self.ranges}, got {wide}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,29 +97,7 @@ class TaskConfig:
   fall_height_fraction: float = 0.6  # of the default base height
   max_tilt_rad: float = 1.0
   contact_threshold_m: float = 0.005
-  # (low, high) for forward m/s, lateral m/s, yaw rad/s; all zero for standing tasks
-  command_ranges: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0))
-  command_resample_s: float = 0.0  # 0: one command per episode
-  # a training aid: the command resampling interval (s) of training, in place of
-  # `command_resample_s` (0: that one): longer holds show the policy what one command does past
-  # `command_resample_s`, as a robot driven by an operator holds it; evaluation keeps the task's
-  training_command_resample_s: float = 0.0
-  # a training aid: the command ranges of training, in place of `command_ranges` (empty: those).
-  # They must contain the task's ranges: training may ask for more (a lateral or turning speed
-  # that standing still cannot half-earn) but evaluation always draws from the task's own
-  training_command_ranges: tuple[tuple[float, float], ...] = ()
-  zero_command_prob: float = 0.0
-  # a training aid (`TRAINING_AIDS`): with this probability a command keeps one of its three
-  # axes (drawn by `single_axis_weights`) and zeroes the others -- pure forward, sideways or
-  # turning-on-the-spot commands, which a uniform draw over all three ranges almost never gives
-  single_axis_command_prob: float = 0.0
-  # a training aid: the relative odds that a single-axis command keeps its forward, lateral or
-  # yaw axis (e.g. (1, 1, 2): turning on the spot as often as the other two together)
-  single_axis_weights: tuple[float, ...] = (1.0, 1.0, 1.0)
-  # a training aid: with this probability every axis of a command moves halfway from its uniform
-  # draw to its range's end on the same side (so it is uniform over the outer half of that side):
-  # fast walking while turning and stepping sideways, where a uniform draw rarely goes
-  outer_command_prob: float = 0.0
+  commands: CommandConfig = CommandConfig()
   # a training aid: the physics timestep (s) of training, in place of the robot file's own (0);
   # `ctrl_dt` must be a whole multiple of it. A coarser step (5 ms for the built-in robot's
   # 4 ms) buys more env steps per second; evaluation and export use the robot's own step.
@@ -123,8 +160,8 @@ class TaskConfig:
                   "max_tilt_rad", "tracking_error_bound_mps"):
       if not float(getattr(self, field)) > 0:
         raise UserError(f"task {self.name}: {field} must be > 0, got {getattr(self, field)}")
-    for field in ("init_joint_noise_rad", "contact_threshold_m", "command_resample_s",
-                  "gait_frequency_hz", "training_physics_step_s", "training_command_resample_s"):
+    for field in ("init_joint_noise_rad", "contact_threshold_m", "gait_frequency_hz",
+                  "training_physics_step_s"):
       if not float(getattr(self, field)) >= 0:
         raise UserError(f"task {self.name}: {field} must be >= 0, got {getattr(self, field)}")
     if not (isinstance(self.actor_frames, int) and self.actor_frames >= 1):
@@ -142,23 +179,7 @@ class TaskConfig:
                       "(gait_frequency_hz > 0)")
     if "gait_phase" in self.actor_obs + self.critic_obs and not self.gait_frequency_hz > 0:
       raise UserError(f"task {self.name}: the gait_phase observation needs gait_frequency_hz > 0")
-    for field in ("zero_command_prob", "single_axis_command_prob", "outer_command_prob"):
-      if not 0 <= getattr(self, field) <= 1:
-        raise UserError(f"task {self.name}: {field} must be in [0, 1], got {getattr(self, field)}")
-    w = self.single_axis_weights
-    if not (len(w) == 3 and all(np.isfinite(x) and x >= 0 for x in w) and sum(w) > 0):
-      raise UserError(f"task {self.name}: single_axis_weights must be three finite weights >= 0 "
-                      f"(forward, lateral, yaw) with a positive sum, got {w}")
-    if len(self.command_ranges) != 3 or not all(
-        np.isfinite(lo) and np.isfinite(hi) and lo <= hi for lo, hi in self.command_ranges):
-      raise UserError(f"task {self.name}: command_ranges must be three finite (low, high) pairs "
-                      f"with low <= high, got {self.command_ranges}")
-    wide = self.training_command_ranges
-    if wide and not (len(wide) == 3 and all(
-        np.isfinite(lo) and np.isfinite(hi) and lo <= task_lo and hi >= task_hi
-        for (lo, hi), (task_lo, task_hi) in zip(wide, self.command_ranges))):
-      raise UserError(f"task {self.name}: training_command_ranges must be three finite (low, "
-                      f"high) pairs containing command_ranges {self.command_ranges}, got {wide}")
+    self.commands.validate(self.name)
     for t in self.actor_obs + self.critic_obs + tuple(self.actor_estimates):
       if t not in obs_lib.OBSERVATION_TERMS:
         raise UserError(f"task {self.name}: unknown observation term {t!r}; known: "
@@ -187,18 +208,31 @@ MOVED_TO_TERMS = {
     "hip_joints": (("hip_deviation", "joints"),),
     "knee_joints": (("knee_deviation", "joints"),),
 }
+# ...and the command fields, which moved into `commands`
+MOVED_TO_COMMANDS = {"command_ranges": "ranges", "command_resample_s": "resample_s",
+                     "zero_command_prob": "zero_prob",
+                     "training_command_resample_s": "training_resample_s",
+                     "training_command_ranges": "training_ranges",
+                     "single_axis_command_prob": "single_axis_prob",
+                     "single_axis_weights": "single_axis_weights",
+                     "outer_command_prob": "outer_prob"}
 REWARD_PREFIX = "rewards."
+COMMANDS_PREFIX = "commands."
 
 
 def with_overrides(config: TaskConfig, overrides: Mapping[str, Any]) -> TaskConfig:
-  """`config` with `overrides` applied: `FIELD` -> value, `rewards.NAME` -> a weight (a
-  registered term not in the task is added), `rewards.NAME.PARAM` -> a parameter of a term in
-  the task (or added by the same overrides); a moved field (`MOVED_TO_TERMS`) sets its terms'
-  parameters where the task has them. Not validated: `validate` names what is wrong."""
-  weights, params, fields = {}, {}, {}
+  """`config` with `overrides` applied: `FIELD` -> value, `commands.FIELD` -> a command setting,
+  `rewards.NAME` -> a weight (a registered term not in the task is added), `rewards.NAME.PARAM`
+  -> a parameter of a term in the task (or added by the same overrides); a moved field
+  (`MOVED_TO_COMMANDS`, `MOVED_TO_TERMS`) sets what it became (a term's parameter where the task
+  has the term). Not validated: `validate` names what is wrong."""
+  weights, params, fields, commands = {}, {}, {}, {}
   for key, value in overrides.items():
     value = rew_lib.as_tuples(value)  # config.json's lists
-    if key.startswith(REWARD_PREFIX):
+    key = COMMANDS_PREFIX + MOVED_TO_COMMANDS[key] if key in MOVED_TO_COMMANDS else key
+    if key.startswith(COMMANDS_PREFIX):
+      commands[key[len(COMMANDS_PREFIX):]] = value
+    elif key.startswith(REWARD_PREFIX):
       name, _, param = key[len(REWARD_PREFIX):].partition(".")
       if param:
         params.setdefault(name, {})[param] = value
@@ -212,9 +246,12 @@ def with_overrides(config: TaskConfig, overrides: Mapping[str, Any]) -> TaskConf
           params.setdefault(name, {})[param] = value
     else:
       fields[key] = value
-  unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TaskConfig)})
+  unknown = sorted(set(fields) - ({f.name for f in dataclasses.fields(TaskConfig)} - {"commands"}))
+  unknown += sorted(COMMANDS_PREFIX + k for k in
+                    set(commands) - {f.name for f in dataclasses.fields(CommandConfig)})
   if unknown:
     raise UserError(f"task {config.name}: unknown config field {unknown[0]!r}")
+  fields["commands"] = dataclasses.replace(config.commands, **commands)
   config = dataclasses.replace(config, **fields).with_rewards(**weights)
   for name in params:
     if name not in config.rewards:

@@ -176,8 +176,8 @@ def fixed_command(config: TrainConfig, command) -> TrainConfig:
   its start to its end: no resampling, no zero commands, no training aids (`TRAINING_AIDS`; the
   task's validation checks the command: three finite numbers)."""
   task = task_config(config.task, config.task_overrides, robot_name(config.robot))
-  if not any(hi > lo for lo, hi in task.command_ranges):
+  if not task.commands.moving:
     raise UserError(f"--command: task {config.task} takes no velocity commands")
-  pinned = {**TRAINING_AIDS, "command_ranges": tuple((float(c), float(c)) for c in command),
-            "command_resample_s": 0.0, "zero_command_prob": 0.0}
+  pinned = {**TRAINING_AIDS, "commands.ranges": tuple((float(c), float(c)) for c in command),
+            "commands.resample_s": 0.0, "commands.zero_prob": 0.0}
   return dataclasses.replace(config, task_overrides={**config.task_overrides, **pinned})

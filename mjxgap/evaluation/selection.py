@@ -185,7 +185,7 @@ def _has_commands(config) -> bool:
   from mjxgap.runs.factory import robot_name, task_config
 
   task = task_config(config.task, config.task_overrides, robot_name(config.robot))
-  return any(hi > lo for lo, hi in task.command_ranges)
+  return task.commands.moving
 
 
 def select_and_test(run_dir: str | pathlib.Path, out: str | pathlib.Path,

@@ -15,7 +15,7 @@ import typing
 from typing import Any, Mapping
 
 from mjxgap.agent.config import PPOConfig
-from mjxgap.env.task import REWARD_PREFIX
+from mjxgap.env.task import COMMANDS_PREFIX, REWARD_PREFIX, CommandConfig
 from mjxgap.errors import UserError
 
 
@@ -218,13 +218,15 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
       config = dataclasses.replace(config, task_overrides={
           **config.task_overrides, rest: _parse(text, _reward_field_type(rest), where)})
     elif head == "task" and rest:
-      types_ = _field_types(TaskConfig)
-      if rest not in types_ or rest in ("name", "rewards"):
+      in_commands = rest.startswith(COMMANDS_PREFIX)
+      field = rest[len(COMMANDS_PREFIX):] if in_commands else rest
+      types_ = _field_types(CommandConfig if in_commands else TaskConfig)
+      if field not in types_ or rest in ("name", "rewards", "commands"):
         raise UserError(f"{where}: not a TaskConfig field that --set can change (numbers, "
-                        "flags, comma-separated lists, command_ranges as (low,high) pairs, "
-                        "rewards.NAME, rewards.NAME.PARAM)")
+                        "flags, comma-separated lists, commands.FIELD, commands.ranges as "
+                        "(low,high) pairs, rewards.NAME, rewards.NAME.PARAM)")
       config = dataclasses.replace(config, task_overrides={
-          **config.task_overrides, rest: _parse(text, types_[rest], where)})
+          **config.task_overrides, rest: _parse(text, types_[field], where)})
     else:
       types_ = _field_types(TrainConfig)
       if key not in types_ or key in ("ppo", "task_overrides", "stages", "recipe",

@@ -13,7 +13,7 @@ import hashlib
 import json
 import pathlib
 
-from mjxgap.env.task import COMMAND_AIDS
+from mjxgap.env.task import COMMAND_AIDS, with_overrides
 from mjxgap.errors import UserError
 from mjxgap.runs import factory
 from mjxgap.runs.config import TrainConfig, config_at, from_dict
@@ -155,6 +155,6 @@ def _task_changes(saved: TrainConfig, requested: TrainConfig, refuse) -> None:
     refuse("task rewards", sorted(a.rewards), sorted(b.rewards),
            f": it {' and '.join(changed)} as a reward term (a weight may change; a term must be "
            "in the run from its start, e.g. at weight 0)")
-  free = {"rewards": {}, **COMMAND_AIDS}
-  if dataclasses.replace(a, **free) != dataclasses.replace(b, **free):
+  free = lambda task: with_overrides(dataclasses.replace(task, rewards={}), COMMAND_AIDS)
+  if free(a) != free(b):
     refuse("task_overrides", dict(saved.task_overrides), dict(requested.task_overrides))
