@@ -14,6 +14,7 @@ import pytest
 from mjxgap.process import mjx
 from mjxgap.env.locomotion import LocomotionEnv
 from mjxgap.env.rewards import REWARD_TERMS
+from mjxgap.env.task import CommandConfig
 from mjxgap.runs.factory import make_env, task_config
 from mjxgap.env.wrappers import AutoReset
 
@@ -22,12 +23,13 @@ N_STEPS = 6
 
 @pytest.fixture(scope="module")
 def env(builtin_robot):
-  """Every reward term at weight 1, moving commands resampled every 0.1 s, non-default
-  `feet_phase` and yaw-tracking kernels."""
+  """Every reward term at weight 1, moving commands resampled every 0.1 s (no training aids),
+  one observation frame, non-default `feet_phase` and yaw-tracking kernels."""
   walk = task_config("walk")
   config = dataclasses.replace(walk, name="all_terms", rewards={k: 1.0 for k in REWARD_TERMS},
-                               commands=dataclasses.replace(walk.commands, resample_s=0.1,
-                                                            zero_prob=0.0),
+                               commands=CommandConfig(ranges=walk.commands.ranges,
+                                                      resample_s=0.1),
+                               actor_frames=1, actor_estimates=(),
                                init_joint_noise_rad=0.1).with_rewards(
       feet_phase={"sigma_m2": 0.003}, tracking_ang_vel={"sigma": 0.4},
       joint_limits={"soft_fraction": 0.2})  # so joint_limits is not all 0
@@ -386,7 +388,8 @@ def test_training_command_ranges_widen_training_draws_only():
   walk_ranges = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8))  # the walk task's (issue 16's)
   wide = ((-0.5, 1.0), (-0.5, 0.5), (-1.2, 1.2))
   run = apply_overrides(TrainConfig(task="walk"), [
-      "task.commands.training_ranges=(-0.5,1.0),(-0.5,0.5),(-1.2,1.2)"])
+      "task.commands.training_ranges=(-0.5,1.0),(-0.5,0.5),(-1.2,1.2)",
+      "task.commands.single_axis_prob=0"])  # (the walk task's single-axis aid off: uniform)
   keys = jax.random.split(jax.random.PRNGKey(5), 8192)
   for config, ranges in ((run, wide), (without_training_aids(run), walk_ranges)):
     cmd = np.asarray(jax.vmap(Commands(task_config("walk", config.task_overrides)).sample)(keys))
@@ -411,14 +414,15 @@ def test_reward_parameters_sit_with_their_terms_and_saved_runs_read_the_same():
   params = lambda task, term: dict(task.rewards[term].params)
   walk = task_config("walk")
   assert params(walk, "tracking_lin_vel") == {"sigma": 0.25}  # the registered default
-  assert params(walk, "feet_phase") == {"sigma_m2": 0.01, "swing_height_m": 0.08}
+  assert params(walk, "feet_phase") == {"sigma_m2": 0.0025, "swing_height_m": 0.08}
   old = task_config("walk", {"tracking_sigma": 0.15, "yaw_tracking_sigma": 0.0,
                              "feet_phase_sigma_m2": 0.003, "soft_joint_limit_fraction": 0.5,
-                             "lateral_tracking_sigma": 0.2})
+                             "lateral_tracking_sigma": 0.2, "fine_tracking_sigma": 0.1})
   assert params(old, "tracking_lin_vel") == params(old, "tracking_ang_vel") == {"sigma": 0.15}
   assert params(old, "feet_phase")["sigma_m2"] == 0.003
   assert params(old, "joint_limits") == {"soft_fraction": 0.5}
-  assert "tracking_lin_vel_y" not in old.rewards  # not in the task: nothing to set
+  assert params(old, "tracking_lin_vel_y") == {"sigma": 0.2}
+  assert "tracking_lin_vel_fine" not in old.rewards  # not in the task: nothing to set
   # the command fields moved into `commands` the same way
   moved = task_config("walk", {"command_ranges": [[0, 1], [0, 0], [-1, 1]],
                                "single_axis_command_prob": 0.5, "training_command_resample_s": 10})

@@ -21,11 +21,16 @@ from mjxgap.robot import load_robot
 from mjxgap.runs.factory import make_env, task_config
 
 
+SINGLE_FRAME = {"actor_frames": 1, "actor_estimates": ()}  # (the walk task reads 5, estimates)
+
+
 @pytest.fixture(scope="module")
 def walk(builtin_robot):
-  """`walk` whose actor also reads the base velocity (`--set task.actor_obs=...`)."""
+  """`walk` whose actor also reads the base velocity (`--set task.actor_obs=...`), with one
+  observation frame, no estimate and a 1.5 Hz gait clock (the worked cases below)."""
   actor_obs = ("base_lin_vel",) + task_config("walk").actor_obs
-  return make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1, "actor_obs": actor_obs})
+  return make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1, "actor_obs": actor_obs,
+                                          **SINGLE_FRAME, "gait_frequency_hz": 1.5})
 
 
 def test_gait_phase_by_hand():
@@ -97,8 +102,10 @@ def test_gait_clock_following_the_command_on_both_sides(builtin_robot):
   changes every 5 steps; a fixed clock would be off by more than 0.1 cycle."""
   slopes = (0.5, 2.0, 0.6)
   env = make_env("walk", builtin_robot, {"gait_frequency_hz_per_command": slopes,
-                                         "commands.resample_s": 0.1, "commands.zero_prob": 0.0})
-  fixed = make_env("walk", builtin_robot)  # its state has no clock: old checkpoints restore
+                                         "commands.resample_s": 0.1, "commands.zero_prob": 0.0,
+                                         "commands.training_resample_s": 0.0, **SINGLE_FRAME})  # (the clock, not the history)
+  fixed = make_env("walk", builtin_robot, SINGLE_FRAME)  # no clock in its state: old
+  # checkpoints restore
   assert set(jax.eval_shape(fixed.reset, jax.random.PRNGKey(0)).info) == \
       set(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).info) - {"gait_cycles"}
   rng = np.random.default_rng(1)
@@ -145,7 +152,8 @@ def test_observation_history_on_both_sides_and_its_mirror(builtin_robot):
   """With `actor_frames` 3 the actor's input is its last 3 observations newest first, the first
   one in every slot at the start: the env's, and the runtime's stack of observations computed
   from raw readings, agree step by step; its mirror mirrors each frame."""
-  env = make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1, "actor_frames": 3})
+  env = make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1, **SINGLE_FRAME,
+                                         "actor_frames": 3})
   spec = _spec(env, frames=3)
   history = runtime.ObservationHistory(spec)
   frame = sum(t["size"] for t in spec["observation"]["terms"])

@@ -4,7 +4,8 @@ MuJoCo Playground's published settings for this robot are the reference (FIELD_N
 commands (+-1 in all three), commands held 10 s, a 0.10 m swing, tracking kernel 0.5, a small
 termination penalty, hip (HR, HAA) and knee (KFE) deviation penalties. Its pose term weights the
 hip pitch and knee 100x less than the rest; ours is unweighted, so its weight here is 0.1, not 1.
-Written as its differences from the walking task.
+Written as its differences from the walking task, whose history, velocity estimate,
+training aids and other weights it keeps.
 """
 
 import dataclasses

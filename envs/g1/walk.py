@@ -4,7 +4,8 @@ ankle pitch 20, ankle roll and wrists 2; no kv: damping from the joints), 10 sub
 MuJoCo Playground's published G1 settings are the reference (FIELD_NOTES): commands +-1 m/s
 forward, +-0.5 lateral, +-1 rad/s yaw, held 10 s; a 0.15 m swing; termination -100; hip (roll,
 yaw) and knee deviation penalties. Left out: its hand-thigh collision and contact-force terms.
-Written as its differences from the walking task.
+Written as its differences from the walking task, whose history, velocity estimate,
+training aids and other weights it keeps.
 """
 
 import dataclasses
