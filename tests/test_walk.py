@@ -101,9 +101,10 @@ def test_gait_clock_following_the_command_on_both_sides(builtin_robot):
   same readings, its network replaced by the env's actions) agree step by step, across command
   changes every 5 steps; a fixed clock would be off by more than 0.1 cycle."""
   slopes = (0.5, 2.0, 0.6)
+  # one frame, no training aids: the clock, not the history; commands redrawn every 5 steps
   env = make_env("walk", builtin_robot, {"gait_frequency_hz_per_command": slopes,
                                          "commands.resample_s": 0.1, "commands.zero_prob": 0.0,
-                                         "commands.training_resample_s": 0.0, **SINGLE_FRAME})  # (the clock, not the history)
+                                         "commands.training_resample_s": 0.0, **SINGLE_FRAME})
   fixed = make_env("walk", builtin_robot, SINGLE_FRAME)  # no clock in its state: old
   # checkpoints restore
   assert set(jax.eval_shape(fixed.reset, jax.random.PRNGKey(0)).info) == \

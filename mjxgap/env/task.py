@@ -103,7 +103,8 @@ class TaskConfig:
   # 4 ms) buys more env steps per second; evaluation and export use the robot's own step.
   training_physics_step_s: float = 0.0
   # the gait clock: each foot's phase advances at this frequency (0: no clock), the feet half a
-  # cycle apart; a foot swings in the first half of its cycle, up to `swing_height_m`
+  # cycle apart; a foot swings in the first half of its cycle (up to `feet_phase`'s
+  # `swing_height_m`)
   gait_frequency_hz: float = 0.0
   # Hz the clock's rate adds per unit of the command's |forward m/s|, |lateral m/s| and |yaw
   # rad/s| (all 0: a fixed rate). Quicker steps under a sideways or turning command ask for a
