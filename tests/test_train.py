@@ -182,6 +182,48 @@ def test_bad_config_values_one_line_exit_2(argv, needle, tmp_path, capsys):
   assert not (tmp_path / "r").exists()
 
 
+def test_a_run_saved_before_the_walk_defaults_changed_reads_the_task_it_trained(tmp_path):
+  """A config.json without `config_format` is from before the walk task's defaults became its
+  working settings: with no overrides it reads `walk@1` (Playground's settings: one observation
+  frame, a 1.5 Hz clock, tracking weight 1, no lateral term), and its export's gap env the same;
+  one whose overrides pin the task down (a recipe run's) stays `walk`. A new config.json
+  records the format and reads its task as named."""
+  from mjxgap.runs.config import PRESETS, apply_overrides
+  from mjxgap.runs.factory import former_task, task_config
+  from mjxgap.runs.recipe import recipe
+  from mjxgap.runs.resume import load_config
+
+  def saved(config, name, drop_format=True):
+    data = config.to_dict()
+    if drop_format:
+      del data["config_format"]
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "config.json").write_text(json.dumps(data))
+    return load_config(tmp_path / name, validate=False)
+
+  plain = apply_overrides(PRESETS["smoke"], ["task=walk"])
+  old = saved(plain, "old")
+  assert old.task == "walk@1" and old.config_format == 2
+  task = task_config(old.task, old.task_overrides, "mjxgap_humanoid")
+  assert (task.actor_frames, task.gait_frequency_hz, task.rewards["tracking_lin_vel"].weight,
+          "tracking_lin_vel_y" in task.rewards) == (1, 1.5, 1.0, False)
+  assert saved(plain, "new", drop_format=False).task == "walk"
+  # the walking recipe's settings as a run saved before wrote them (the fields' former names)
+  pinned = dataclasses.replace(recipe("walk_builtin").train_config(0), task_overrides={
+      "rewards.tracking_lin_vel": 3.0, "actor_frames": 5, "actor_estimates": ["base_lin_vel"],
+      "single_axis_command_prob": 0.25, "single_axis_weights": [1.0, 1.0, 2.0],
+      "training_physics_step_s": 0.005, "rewards.tracking_lin_vel_y": 1.0,
+      "lateral_tracking_sigma": 0.1, "rewards.hip_deviation": -0.1, "rewards.feet_phase": 1.5,
+      "feet_phase_sigma_m2": 0.0025, "training_command_resample_s": 10.0,
+      "rewards.tracking_ang_vel": 1.5, "gait_frequency_hz": 1.25})
+  restored = saved(pinned, "recipe")
+  assert restored.task == "walk"
+  assert task_config("walk", restored.task_overrides, "mjxgap_humanoid") == task_config(
+      "walk", recipe("walk_builtin").config.task_overrides, "mjxgap_humanoid")
+  assert former_task("walk", {"gait_frequency_hz": 1.5}, "mjxgap_humanoid") == "walk@1"
+  assert former_task("stand", {}, "mjxgap_humanoid") == "stand"
+
+
 def test_task_overrides():
   """`--set task.rewards.NAME=W` changes one weight, or adds a registered term, and nothing else;
   `--set task.rewards.NAME.PARAM=V` one parameter; `--set task.actor_obs=a,b` lists the actor's
@@ -196,7 +238,7 @@ def test_task_overrides():
   task = task_config("walk", config.task_overrides, "builtin")
   weights = lambda t: {k: r.weight for k, r in t.rewards.items()}
   assert weights(task) == {**weights(WALK), "tracking_lin_vel": 2.0, "alive": 0.5}
-  assert task.episode_length_s == 10.0 and WALK.rewards["tracking_lin_vel"].weight == 1.0
+  assert task.episode_length_s == 10.0 and WALK.rewards["tracking_lin_vel"].weight == 3.0
   assert {k: r.params for k, r in task.rewards.items() if k != "alive"} == {
       k: r.params for k, r in WALK.rewards.items()}
   config = apply_overrides(PRESETS["smoke"], ["task.actor_obs=base_lin_vel, gyro,command"])

@@ -238,6 +238,7 @@ def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> 
                        "adr": reached,
                        # what rebuilds the training env from this folder alone (`mjxgap gap`)
                        "task_overrides": dict(config.task_overrides),
+                       "config_format": config.config_format,
                        "randomization_spec": spec_file.to_dict(adr_binding.at_ranges(
                            dr, {k: v["reached"] for k, v in (reached or {}).items()})),
                        "actuator_files": ACTUATOR_FOLDER if net_dir(config) else None},

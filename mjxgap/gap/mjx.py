@@ -39,7 +39,7 @@ def training_env(folder: pathlib.Path, spec: dict, seconds: float,
                  dr: DomainRandomization | None = None, task_overrides: dict | None = None):
   """The policy's training env (under `dr` if given) with `seconds`-long episodes."""
   from mjxgap.robot import load_robot
-  from mjxgap.runs.factory import make_env
+  from mjxgap.runs.factory import former_task, make_env
   from mjxgap.sim import spec_file
 
   trained = spec.get("trained_with", {})
@@ -54,7 +54,11 @@ def training_env(folder: pathlib.Path, spec: dict, seconds: float,
     actuator = f"net:{folder / trained['actuator_files']}"
   overrides = {**trained.get("task_overrides", {}), **TRAINING_AIDS, **(task_overrides or {}),
                "episode_length_s": seconds}
-  return make_env(spec["task"], load_robot(spec["robot_source"]), overrides, dr, actuator)
+  robot = load_robot(spec["robot_source"])
+  task = spec["task"]
+  if "config_format" not in trained:  # exported before: the task it trained on, as it was then
+    task = former_task(task, trained.get("task_overrides", {}), robot.name)
+  return make_env(task, robot, overrides, dr, actuator)
 
 
 def profile_randomization(profile: Profile) -> tuple[DomainRandomization, dict, list[str]]:

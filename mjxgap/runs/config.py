@@ -52,6 +52,9 @@ class TrainConfig:
   stages: tuple[Stage, ...] = ()
   recipe: str = ""  # the recipe the run was made from (`mjxgap train --recipe`), if any
   recipe_sha256: str = ""  # that recipe's config, hashed (`runs.recipe.Recipe.sha256`)
+  # how `task` and `task_overrides` read: 2, against the tasks as they are now; a config.json
+  # without it is from before the walk task's defaults changed (`runs.resume.load_config`)
+  config_format: int = 2
 
   def check_fields(self) -> None:
     """The numbers and the learner's settings; not the strings naming the robot, task,
@@ -230,7 +233,7 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
     else:
       types_ = _field_types(TrainConfig)
       if key not in types_ or key in ("ppo", "task_overrides", "stages", "recipe",
-                                      "recipe_sha256"):
+                                      "recipe_sha256", "config_format"):
         raise UserError(f"{where}: TrainConfig has no field {key!r}")
       config = dataclasses.replace(config, **{key: _parse(text, types_[key], where)})
   return config

@@ -60,6 +60,19 @@ def task_config(task: str, overrides: Mapping[str, Any] | None = None,
   return config
 
 
+def former_task(task: str, overrides: Mapping[str, Any], robot: str | None) -> str:
+  """The task a run or export saved before `config_format` 2 was trained on: `task`, or its
+  former version (`mjxgap_envs.FORMER_TASKS`) where that, under the saved overrides, differs
+  from what the current defaults give."""
+  from mjxgap_envs import FORMER_TASKS
+
+  former = FORMER_TASKS.get(task)
+  if former is None:
+    return task
+  now, then = (task_config(t, overrides, robot) for t in (task, former))
+  return task if dataclasses.replace(then, name=now.name) == now else former
+
+
 def randomization(spec: str | DomainRandomization) -> DomainRandomization:
   """A preset name or a .json file as a checked `DomainRandomization` (an object passes as is,
   checked)."""

@@ -55,6 +55,10 @@ def load_config(run_dir: pathlib.Path, validate: bool = True) -> TrainConfig:
   if not isinstance(data, dict):
     raise UserError(f"{path}: expected a JSON object")
   config = from_dict(data, str(path))
+  if "config_format" not in data:  # saved before: the task it trained on, as it was then
+    task = factory.former_task(config.task, config.task_overrides,
+                               factory.robot_name(config.robot))
+    config = dataclasses.replace(config, task=task)
   if validate:
     config.validate()
   return config
