@@ -296,7 +296,7 @@ def test_resume_takes_a_new_reward_weight(runs, tmp_path, capsys):
   config = load_config(run)
   assert config.task_overrides["rewards.action_rate"] == -0.5
   env = make_trainer(config).env
-  assert env._reward_weights["action_rate"] == -0.5
+  assert env._rewards["action_rate"][0] == -0.5  # (weight, function, arguments)
   assert env.commands._every == 25  # 0.5 s of 0.02 s control steps
   assert checkpoint.read_meta(run)[0] == 5
   saved = load_config(runs / "a")
