@@ -17,7 +17,7 @@ Names are imported on first use, so `import mjxgap` is cheap and pulls in no JAX
 import importlib
 import os
 
-__version__ = "0.1.0"
+from mjxgap.version import __version__  # noqa: F401
 
 # With jaxlib 0.10.2 on the CPU, a `scan` of vmapped `mjx.step` over a few hundred worlds and
 # tens of steps wedges XLA's thread pool (every thread parked, 0% CPU, never returns; measured

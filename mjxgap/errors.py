@@ -9,3 +9,11 @@ class UserError(Exception):
 
   def __init__(self, message: str):
     super().__init__(" ".join(str(message).split()))
+
+
+def did_you_mean(name: str, known) -> str:
+  """`"; did you mean 'walk'?"` for the known name closest to a mistyped `name`, else `""`."""
+  import difflib
+
+  close = difflib.get_close_matches(name, list(known), n=1)
+  return f"; did you mean {close[0]!r}?" if close else ""

@@ -17,7 +17,7 @@ import re
 import mujoco
 import numpy as np
 
-from mjxgap.errors import UserError
+from mjxgap.errors import UserError, did_you_mean
 
 log = logging.getLogger("mjxgap")
 
@@ -138,9 +138,11 @@ def resolve_robot_path(robot: str) -> tuple[str, pathlib.Path]:
       return robot, pathlib.Path(mujoco_menagerie.get(robot).xml())
     except Exception as e:  # download or MENAGERIE_ROOT problems
       raise UserError(f"robot {robot!r} (Menagerie): {e}") from None
+  hint = did_you_mean(robot, [*BUILTIN_ROBOTS, "builtin", *mujoco_menagerie.names()])
   raise UserError(
-      f"unknown robot {robot!r}: expected a built-in name ({', '.join(sorted(BUILTIN_ROBOTS))} "
-      "or 'builtin'), a path to an MJCF .xml file, or a MuJoCo Menagerie name")
+      f"unknown robot {robot!r}{hint} (expected a built-in name: "
+      f"{', '.join(sorted(BUILTIN_ROBOTS))} or 'builtin', a path to an MJCF .xml file, or a "
+      "MuJoCo Menagerie name)")
 
 
 def _parse(path: pathlib.Path) -> mujoco.MjSpec:

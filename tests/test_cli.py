@@ -58,6 +58,53 @@ def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
   assert len(err) == 1 and err[0].startswith("mjxgap: error:") and needle in err[0]
 
 
+@pytest.mark.parametrize("argv, needle", [
+    (["train", "--task", "wlak"], "unknown task 'wlak'; did you mean 'walk'?"),
+    (["train", "--preset", "smok"], "unknown preset 'smok'; did you mean 'smoke'?"),
+    (["train", "--dr", "nominal"], "unknown randomization 'nominal'; did you mean 'nominal_dr'?"),
+    (["train", "--robot", "builtn"], "unknown robot 'builtn'; did you mean 'builtin'?"),
+    (["train", "--set", "ppo.learning_rat=1"], "no field 'learning_rat'; did you mean "
+                                                "'learning_rate'?"),
+    (["train", "--set", "totl_steps=3"], "no field 'totl_steps'; did you mean 'total_steps'?"),
+    (["train", "--set", "task.episode_lenght_s=3"], "did you mean 'episode_length_s'?"),
+    (["train", "--set", "task.rewards.trackin_lin_vel=1"], "did you mean 'tracking_lin_vel'?"),
+])
+def test_a_mistyped_name_gets_the_closest_known_one(argv, needle, capsys, tmp_path):
+  with pytest.raises(SystemExit) as e:
+    main([*argv, "--out", str(tmp_path / "run")])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and needle in err[0], err
+  assert not (tmp_path / "run").exists()
+
+
+def test_every_command_and_flag_has_help():
+  """Each sub-command opens its --help with what it does, each flag says what it takes, and
+  train's help lists what it accepts by name (read from the registries)."""
+  import argparse
+
+  from mjxgap.cli.parser import build_parser
+  from mjxgap.runs.factory import task_names
+  from mjxgap.runs.recipe import recipes
+
+  missing, commands = [], {}
+
+  def walk(parser, path):
+    for action in parser._actions:
+      if isinstance(action, argparse._SubParsersAction):
+        for name, sub in action.choices.items():
+          commands[" ".join([*path, name])] = sub
+          walk(sub, [*path, name])
+      elif not action.help:
+        missing.append(f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}")
+  walk(build_parser(), ["mjxgap"])
+  assert not missing, missing
+  assert all(sub.description for sub in commands.values())
+  text = commands["mjxgap train"].format_help()
+  for name in [*task_names(), *recipes(), "nominal_dr", "smoke", "builtin"]:
+    assert name in text.split("names train accepts:")[1], name
+
+
 def test_robot_command_prints_json(capsys):
   with pytest.raises(SystemExit) as e:
     main(["robot", "builtin"])

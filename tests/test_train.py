@@ -25,7 +25,7 @@ from mjxgap.runs import checkpoint
 from mjxgap.agent.config import PPOConfig
 from mjxgap.runs.factory import make_trainer
 from mjxgap.runs.resume import load_config
-from mjxgap.agent.trainer import AXIS, Trainer, adapt_to_kl
+from mjxgap.agent.trainer import AXIS, Trainer, adapt_to_kl, learning_rate
 
 from cli_helper import run_cli as _cli
 from toy_env import PointToTarget
@@ -714,6 +714,33 @@ def test_adaptive_rate_keeps_the_rate_inside_the_kl_band():
   for kl, rate in ((0.006, 3e-4), (0.019, 3e-4), (0.021, 2e-4), (0.004, 4.5e-4), (0.0, 3e-4)):
     out = adapt_to_kl(schedule, jnp.float32(kl), 0.01)
     assert float(out["rate"]) == pytest.approx(rate) == float(out["end_rate"]), kl
+
+
+def test_rate_line_equals_optax_schedules():
+  """The rate line a state holds, against optax's own schedules of the iteration index: a fresh
+  linear run is `optax.linear_schedule` from the rate to 0 over the horizon; a constant one
+  `optax.constant_schedule`; a linear run extended after iteration index 3 (of 8) to 20 is
+  `optax.join_schedules` of the first line and a new line from the rate it had reached (the
+  state's line optax cannot hold itself: its schedules need their step counts as Python numbers,
+  and a resumed run reads them from the checkpoint inside the jitted iteration)."""
+  import optax
+
+  fresh = {"start": jnp.int32(0), "end": jnp.int32(8), "rate": jnp.float32(1e-3),
+           "end_rate": jnp.float32(0.0)}
+  linear = optax.linear_schedule(1e-3, 0.0, transition_steps=8)
+  constant = optax.constant_schedule(1e-3)
+  reached = float(linear(3))
+  extended = {"start": jnp.int32(3), "end": jnp.int32(20), "rate": jnp.float32(reached),
+              "end_rate": jnp.float32(0.0)}
+  joined = optax.join_schedules(
+      [linear, optax.linear_schedule(reached, 0.0, transition_steps=17)], boundaries=[3])
+  for i in range(24):
+    assert float(learning_rate(fresh, i)) == pytest.approx(float(linear(i)), rel=1e-6, abs=1e-12)
+    assert float(learning_rate({**fresh, "end_rate": fresh["rate"]}, i)) == pytest.approx(
+        float(constant(i)), rel=1e-6)
+  for i in range(3, 24):  # the iterations the extended run computes
+    assert float(learning_rate(extended, i)) == pytest.approx(float(joined(i)), rel=1e-6,
+                                                              abs=1e-12)
 
 
 @pytest.mark.parametrize("schedule, refused", [("adaptive", True), ("constant", False)])

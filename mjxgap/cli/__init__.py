@@ -1,6 +1,7 @@
-"""The `mjxgap` command line: `commands` parses and dispatches, `actuator` runs the motor-log
-commands."""
+"""The `mjxgap` command line: `parser` holds every sub-command and flag, `commands` resolves
+and runs them."""
 
-from mjxgap.cli.commands import build_parser, main, run
+from mjxgap.cli.commands import main, run
+from mjxgap.cli.parser import build_parser
 
 __all__ = ["build_parser", "main", "run"]

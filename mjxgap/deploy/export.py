@@ -175,7 +175,7 @@ def config_sha256(config) -> str:
 def sidecar(config, env, iteration: int, policy: ExportedPolicy, curriculum) -> dict:
   """Everything a robot runtime needs besides the network (`policy.json`); `curriculum` is the
   train state's (the ADR ranges reached at the checkpoint)."""
-  from mjxgap import __version__
+  from mjxgap.version import __version__
 
   from mjxgap.sim import adr_binding, spec_file
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjxgap.env.quantities import StepQuantities
-from mjxgap.errors import UserError
+from mjxgap.errors import UserError, did_you_mean
 
 
 def alive(q: StepQuantities) -> jax.Array:
@@ -353,8 +353,8 @@ def check(task: str, name: str, r: Reward) -> None:
   """One line naming the task, the term and what is wrong: an unknown term or parameter, a
   weight that is not finite, a parameter out of its range."""
   if name not in REWARD_TERMS:
-    raise UserError(f"task {task}: unknown reward term {name!r}; known: "
-                    f"{', '.join(REWARD_TERMS)}")
+    raise UserError(f"task {task}: unknown reward term {name!r}{did_you_mean(name, REWARD_TERMS)} "
+                    f"(known: {', '.join(REWARD_TERMS)})")
   if not _number(r.weight):
     raise UserError(f"task {task}: reward weight of {name!r} must be finite, got {r.weight}")
   term = REWARD_TERMS[name]

@@ -10,7 +10,7 @@ import numpy as np
 
 from mjxgap.env import observations as obs_lib
 from mjxgap.env import rewards as rew_lib
-from mjxgap.errors import UserError
+from mjxgap.errors import UserError, did_you_mean
 
 PERFORMANCE_MEASURES = ("survival", "tracking")
 ACTOR_OBS = ("gyro", "projected_gravity", "joint_pos", "joint_vel", "last_action", "command")
@@ -183,8 +183,9 @@ class TaskConfig:
     self.commands.validate(self.name)
     for t in self.actor_obs + self.critic_obs + tuple(self.actor_estimates):
       if t not in obs_lib.OBSERVATION_TERMS:
-        raise UserError(f"task {self.name}: unknown observation term {t!r}; known: "
-                        f"{', '.join(obs_lib.OBSERVATION_TERMS)}")
+        raise UserError(f"task {self.name}: unknown observation term {t!r}"
+                        f"{did_you_mean(t, obs_lib.OBSERVATION_TERMS)} (known: "
+                        f"{', '.join(obs_lib.OBSERVATION_TERMS)})")
     on_robot = [t for t, term in obs_lib.OBSERVATION_TERMS.items() if term.on_robot]
     for t in self.actor_obs:
       if t not in on_robot:
@@ -251,7 +252,10 @@ def with_overrides(config: TaskConfig, overrides: Mapping[str, Any]) -> TaskConf
   unknown += sorted(COMMANDS_PREFIX + k for k in
                     set(commands) - {f.name for f in dataclasses.fields(CommandConfig)})
   if unknown:
-    raise UserError(f"task {config.name}: unknown config field {unknown[0]!r}")
+    known = [f.name for f in dataclasses.fields(TaskConfig)] + [
+        COMMANDS_PREFIX + f.name for f in dataclasses.fields(CommandConfig)]
+    raise UserError(f"task {config.name}: unknown config field {unknown[0]!r}"
+                    f"{did_you_mean(unknown[0], known)}")
   fields["commands"] = dataclasses.replace(config.commands, **commands)
   config = dataclasses.replace(config, **fields).with_rewards(**weights)
   for name in params:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from mjxgap.agent.config import PPOConfig
 from mjxgap.env.task import COMMANDS_PREFIX, REWARD_PREFIX, CommandConfig
-from mjxgap.errors import UserError
+from mjxgap.errors import UserError, did_you_mean
 
 
 STAGE_FIELDS = ("ppo", "task", "dr")  # what a stage may set (a prefix, or the field itself)
@@ -125,7 +125,8 @@ PRESETS: dict[str, TrainConfig] = {
 
 def preset(name: str) -> TrainConfig:
   if name not in PRESETS:
-    raise UserError(f"unknown preset {name!r}; expected one of: {', '.join(PRESETS)}")
+    raise UserError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)} (expected one of: "
+                    f"{', '.join(PRESETS)})")
   return PRESETS[name]
 
 
@@ -212,7 +213,7 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
     if head == "ppo" and rest:
       types_ = _field_types(PPOConfig)
       if rest not in types_:
-        raise UserError(f"{where}: PPOConfig has no field {rest!r}")
+        raise UserError(f"{where}: PPOConfig has no field {rest!r}{did_you_mean(rest, types_)}")
       config = dataclasses.replace(
           config, ppo=dataclasses.replace(config.ppo, **{rest: _parse(text, types_[rest], where)}))
     elif head == "task" and rest.startswith(REWARD_PREFIX):
@@ -225,7 +226,8 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
       field = rest[len(COMMANDS_PREFIX):] if in_commands else rest
       types_ = _field_types(CommandConfig if in_commands else TaskConfig)
       if field not in types_ or rest in ("name", "rewards", "commands"):
-        raise UserError(f"{where}: not a TaskConfig field that --set can change (numbers, "
+        raise UserError(f"{where}: not a TaskConfig field that --set can change"
+                        f"{did_you_mean(field, types_)} (numbers, "
                         "flags, comma-separated lists, commands.FIELD, commands.ranges as "
                         "(low,high) pairs, rewards.NAME, rewards.NAME.PARAM)")
       config = dataclasses.replace(config, task_overrides={
@@ -234,7 +236,7 @@ def apply_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
       types_ = _field_types(TrainConfig)
       if key not in types_ or key in ("ppo", "task_overrides", "stages", "recipe",
                                       "recipe_sha256", "config_format"):
-        raise UserError(f"{where}: TrainConfig has no field {key!r}")
+        raise UserError(f"{where}: TrainConfig has no field {key!r}{did_you_mean(key, types_)}")
       config = dataclasses.replace(config, **{key: _parse(text, types_[key], where)})
   return config
 

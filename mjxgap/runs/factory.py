@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from mjxgap.env.locomotion import LocomotionEnv
 from mjxgap.env.task import TRAINING_AIDS, TaskConfig, with_overrides
-from mjxgap.errors import UserError
+from mjxgap.errors import UserError, did_you_mean
 from mjxgap.robot import Robot, load_robot
 from mjxgap.sim.actuators import models as actuator_models
 from mjxgap.sim.actuators.net import load_net
@@ -52,7 +52,8 @@ def task_config(task: str, overrides: Mapping[str, Any] | None = None,
   from mjxgap_envs import ROBOT_TASKS, TASKS
 
   if task not in TASKS:
-    raise UserError(f"unknown task {task!r}; expected one of: {', '.join(sorted(TASKS))}")
+    raise UserError(f"unknown task {task!r}{did_you_mean(task, TASKS)} (expected one of: "
+                    f"{', '.join(sorted(TASKS))})")
   config = ROBOT_TASKS.get((robot, task), TASKS[task])
   if overrides:
     config = with_overrides(config, overrides)

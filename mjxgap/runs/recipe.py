@@ -10,11 +10,10 @@ the tasks.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 
-from mjxgap.errors import UserError
+from mjxgap.errors import UserError, did_you_mean
 from mjxgap.runs.config import TrainConfig
 
 
@@ -73,8 +72,6 @@ def recipe(name: str) -> Recipe:
   """The recipe called `name`; an unknown name is one line naming the closest."""
   known = recipes()
   if name not in known:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise UserError(f"unknown recipe {name!r}{hint} (mjxgap recipes lists them: "
+    raise UserError(f"unknown recipe {name!r}{did_you_mean(name, known)} (mjxgap recipes lists them: "
                     f"{', '.join(known)})")
   return known[name]

@@ -103,7 +103,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   runs once the config and the run folder have passed every check, before anything is written;
   `on_iteration(row)` after every iteration with its metrics line (a live plot in a notebook).
   """
-  from mjxgap import __version__
+  from mjxgap.version import __version__
 
   out = pathlib.Path(out)
   cluster.initialize()  # before JAX touches a device; nothing to do for a lone process

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from mjxgap.errors import UserError
+from mjxgap.errors import UserError, did_you_mean
 from mjxgap.sim.adr_binding import with_adr
 from mjxgap.sim.presets import PRESETS
 from mjxgap.sim.randomization import DomainRandomization, ParamSpec, check_param, is_number
@@ -22,8 +22,8 @@ def preset(name: str) -> DomainRandomization:
   if name in PRESETS:
     return PRESETS[name]()
   if not name.endswith(".json"):
-    raise UserError(f"unknown randomization {name!r}; expected a preset ({', '.join(PRESETS)}) "
-                    "or a .json file with a list of parameters")
+    raise UserError(f"unknown randomization {name!r}{did_you_mean(name, PRESETS)} (expected a "
+                    f"preset: {', '.join(PRESETS)}, or a .json file with a list of parameters)")
   return load_spec(name)
 
 

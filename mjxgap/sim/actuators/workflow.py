@@ -58,7 +58,7 @@ def fit_actuator(logs: str, robot: str, out: str, lags_ms=None, hidden=None,
   """Fits the networks and writes `OUT/actuator_net.{json,npz}`, `OUT/report.json` and
   `OUT/fit.png` into a temporary folder renamed at the end: a failure leaves nothing.
   `lags_ms` and `hidden`: sequences or comma-separated text (default: `FitConfig`'s)."""
-  from mjxgap import __version__
+  from mjxgap.version import __version__
   from mjxgap.sim.actuators import logs as motor_logs
   from mjxgap.sim.actuators.fit import FitConfig, fit as fit_net, plot
   from mjxgap.sim.actuators.net import save_net
