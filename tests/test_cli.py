@@ -45,6 +45,8 @@ def test_help_from_another_directory(tmp_path):
     (["rollout", "--task", "fly"], "unknown task 'fly'"),
     (["bench", "train", "--set", "ppo.num_epoch=8"], "PPOConfig has no field 'num_epoch'"),
     (["nonsense"], "invalid choice"),
+    (["bench", "env", "--bogus"], "unrecognized arguments: --bogus"),
+    (["eval"], "eval: the following arguments are required: run"),
     (["train", "--task", "walk", "--set", "task.gait_frequency_hz_per_command=0,-2,0"],
      "gait_frequency_hz_per_command must be three numbers >= 0"),
     (["train", "--task", "stand", "--set", "task.gait_frequency_hz_per_command=0,2,0"],
@@ -56,6 +58,7 @@ def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
   assert e.value.code == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and err[0].startswith("mjxgap: error:") and needle in err[0]
+  assert "mjxgap: error: mjxgap" not in err[0]  # the prefix once
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -76,6 +79,19 @@ def test_a_mistyped_name_gets_the_closest_known_one(argv, needle, capsys, tmp_pa
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and needle in err[0], err
   assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["eval", "{missing}"], ["export", "{missing}", "--out", "{tmp}/policy"], ["play", "{missing}"],
+    ["gap", "{missing}"], ["select", "{missing}", "--out", "{tmp}/policy"],
+    ["slurm", "status", "{missing}"], ["train", "--resume", "--out", "{missing}"],
+])
+def test_a_missing_folder_is_called_missing(argv, capsys, tmp_path):
+  with pytest.raises(SystemExit) as e:
+    main([a.format(missing=tmp_path / "nope", tmp=tmp_path) for a in argv])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and f"{tmp_path / 'nope'}: no such folder" in err[0], err
 
 
 def test_every_command_and_flag_has_help():

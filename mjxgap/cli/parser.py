@@ -25,7 +25,8 @@ class _Parser(argparse.ArgumentParser):
     self._names = names
 
   def error(self, message: str):
-    raise UserError(f"{self.prog}: {message}")
+    command = self.prog.partition(" ")[2]  # "mjxgap bench env" -> "bench env"; the CLI's own
+    raise UserError(f"{command}: {message}" if command else message)  # prefix is added once
 
   def format_help(self) -> str:
     if self._names is not None:

@@ -110,6 +110,9 @@ def exported(source: str | pathlib.Path):
     with tempfile.TemporaryDirectory(prefix="mjxgap-gap-") as tmp:
       export(source, pathlib.Path(tmp) / "policy")
       yield pathlib.Path(tmp) / "policy"
+  elif not source.is_dir():
+    raise UserError(f"{source}: no such folder (an exported policy, from mjxgap export, or a "
+                    "training run)")
   else:
     raise UserError(f"{source}: neither an export (policy.json) nor a run folder (config.json)")
 

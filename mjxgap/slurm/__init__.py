@@ -156,6 +156,8 @@ def status(run: str | os.PathLike) -> dict:
   path = run / JOB_FILE
   if not path.is_file() and (run.parent / JOB_FILE).is_file():  # one run of a job array
     path = run.parent / JOB_FILE
+  if not run.is_dir():
+    raise UserError(f"{run}: no such folder (a run folder given to mjxgap slurm submit)")
   if not path.is_file():
     raise UserError(f"{run}: no {JOB_FILE} (not submitted with mjxgap slurm submit)")
   try:
