@@ -44,19 +44,38 @@ def renders(backend: str, env: dict | None = None) -> bool:
                         capture_output=True).returncode == 0
 
 
+_PROBED = []  # offscreen_gl's choice, once per process: [backend or None]
+
+
 def offscreen_gl() -> str | None:
   """Chooses MuJoCo's OpenGL backend for rendering without a display: MUJOCO_GL if set, else
-  the first of egl and osmesa that renders here (probed in a subprocess), which it sets in
-  MUJOCO_GL. MuJoCo reads MUJOCO_GL once, when imported: call this before anything imports
-  mujoco (`import mjxgap` does not). Returns the backend, or None when none renders."""
+  the first of egl and osmesa that renders here (probed once, in a subprocess), which it sets
+  in MUJOCO_GL. MuJoCo picks its GL context when imported (GLFW, which needs a display, when
+  MUJOCO_GL is unset); if it already has been (a notebook that loaded a robot first), the
+  context is switched to the chosen backend's. Returns the backend, or None when none renders."""
   if os.environ.get("MUJOCO_GL"):
     return os.environ["MUJOCO_GL"]
-  if "mujoco" in sys.modules:
-    return None  # too late to choose
-  backend = next((b for b in BACKENDS if renders(b)), None)
-  if backend:
-    os.environ["MUJOCO_GL"] = backend
+  if not _PROBED:
+    _PROBED.append(next((b for b in BACKENDS if renders(b)), None))
+  backend = _PROBED[0]
+  if backend is None or ("mujoco" in sys.modules and not _switch_context(backend)):
+    return None
+  os.environ["MUJOCO_GL"] = backend
   return backend
+
+
+def _switch_context(backend: str) -> bool:
+  """Makes the imported MuJoCo's renderers use `backend`'s GL context instead of the one it
+  chose at import; False when PyOpenGL is already loaded for another platform (then only a
+  fresh process with MUJOCO_GL set can render)."""
+  import importlib
+
+  if "OpenGL" in sys.modules and os.environ.get("PYOPENGL_PLATFORM", "") != backend:
+    return False
+  from mujoco.rendering.classic import gl_context
+
+  gl_context.GLContext = importlib.import_module(f"mujoco.{backend}").GLContext
+  return True
 
 
 def renderer(model, width: int = 320, height: int = 240):
@@ -65,6 +84,7 @@ def renderer(model, width: int = 320, height: int = 240):
   import mujoco
 
   width, height = min(width, model.vis.global_.offwidth), min(height, model.vis.global_.offheight)
+  offscreen_gl()
   try:
     with warnings.catch_warnings():  # GLFW warns on stderr before failing headless
       warnings.simplefilter("ignore")

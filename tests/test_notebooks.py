@@ -37,10 +37,10 @@ def test_stored_without_outputs(name):
 
 @pytest.fixture(scope="module")
 def gl_backend():
-  """The offscreen backend conftest chose before MuJoCo was imported (egl, osmesa), or None."""
-  from mjxgap.rendering import offscreen_gl
+  """The first offscreen backend that renders here (egl, osmesa), or None."""
+  from mjxgap.rendering import BACKENDS, renders
 
-  return offscreen_gl()
+  return next((b for b in BACKENDS if renders(b)), None)
 
 
 @pytest.mark.parametrize("name", names)
@@ -52,9 +52,16 @@ def test_notebook_runs(name, gl_backend, tmp_path):
   renders = [c for c in nb.cells if "render" in c.metadata.get("tags", [])]
   if gl_backend is None:
     nb.cells = [c for c in nb.cells if c not in renders]
-  env = {"MJXGAP_NOTEBOOK_SMOKE": "1", **({"MUJOCO_GL": gl_backend} if gl_backend else {})}
+  # the kernel inherits this process's environment: a user's, without a display or MUJOCO_GL
+  # (the notebook's first render chooses the backend itself)
+  env = {"MJXGAP_NOTEBOOK_SMOKE": "1", "MUJOCO_GL": None, "PYOPENGL_PLATFORM": None,
+         "DISPLAY": None}
   saved = {k: os.environ.get(k) for k in env}
-  os.environ.update(env)  # the kernel inherits this process's environment
+  for k, v in env.items():
+    if v is None:
+      os.environ.pop(k, None)
+    else:
+      os.environ[k] = v
   try:
     client = NotebookClient(nb, timeout=BUDGET_S[name], kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}})

@@ -92,3 +92,23 @@ def test_play_video_chooses_a_backend_itself(gl, tmp_path):
   assert proc.returncode == 0, proc.stderr
   reader = imageio_ffmpeg.read_frames(str(tmp_path / "p.mp4"))
   assert tuple(next(reader)["size"]) == (640, 480) and len(list(reader)) == 6
+
+
+def test_render_after_mujoco_was_imported_without_a_backend(gl):
+  """A notebook that imports MuJoCo (loads a robot) before anything chose a backend, with
+  MUJOCO_GL unset and no display: MuJoCo picked GLFW then, and the first render still works
+  (`offscreen_gl` switches the context), in a fresh process."""
+  import json
+  import os
+  import subprocess
+  import sys
+
+  code = ("import json, os, mujoco, numpy as np, mjxgap; r = mjxgap.load_robot('builtin'); "
+          "v = mjxgap.render(r, np.tile(r.default_qpos, (2, 1))); "
+          "print(json.dumps([v.frames.shape, float(v.frames.std()), os.environ['MUJOCO_GL']]))")
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY")}
+  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr
+  shape, spread, backend = json.loads(proc.stdout)
+  assert shape == [2, 240, 320, 3] and spread > 0 and backend in ("egl", "osmesa")
