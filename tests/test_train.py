@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import jax
 import jax.numpy as jnp
@@ -118,6 +119,32 @@ _KILLED_BEFORE_RENAME = textwrap.dedent("""
     from mjxgap.cli import main
     main(sys.argv[1:])
 """)
+
+
+def test_ctrl_c_checkpoints_and_stops_cleanly(tmp_path):
+  """Ctrl-C (SIGINT) during `mjxgap train`: the iteration finishes, the run checkpoints there
+  (checkpoints are otherwise every 1000 iterations), the summary says it was interrupted and
+  incomplete, exit status 0, no traceback."""
+  import signal
+
+  run = tmp_path / "run"
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "mjxgap", "train", *SMALL, "--set", "checkpoint_every=1000",
+       "--total-steps", str(2000 * STEPS_PER_ITERATION), "--out", str(run)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  metrics = run / "metrics.jsonl"
+  t0 = time.time()
+  while not (metrics.is_file() and metrics.read_text().count("\n") >= 2):
+    assert proc.poll() is None and time.time() - t0 < 600, proc.communicate()[1][-2000:]
+    time.sleep(0.1)
+  proc.send_signal(signal.SIGINT)
+  out, err = proc.communicate(timeout=300)
+  assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+  summary = json.loads(out.strip().splitlines()[-1])
+  assert summary["interrupted"] and summary["stopped_by_signal"] and not summary["complete"]
+  assert summary["iteration"] < 2000
+  assert checkpoint.steps(run) == [summary["iteration"]]
+  assert "stopping after this iteration" in err
 
 
 def test_killed_save_resumes_from_previous_checkpoint(runs, tmp_path, capsys):

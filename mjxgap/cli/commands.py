@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import pathlib
+import signal
 import sys
 import time
 
@@ -263,8 +264,19 @@ def run(argv: list[str] | None = None) -> int:
   return 0
 
 
+class _Terminated(Exception):
+  """SIGTERM, raised where the program is, so that it unwinds as on Ctrl-C: process pools and
+  temporary folders close, no output is left half-written."""
+
+
+def _raise_terminated(_signum, _frame):
+  raise _Terminated
+
+
 def main(argv: list[str] | None = None) -> None:
   logging.basicConfig(level=logging.WARNING, format="mjxgap: %(message)s", stream=sys.stderr)
+  # train handles SIGTERM itself while it trains (checkpoint, then stop)
+  previous = signal.signal(signal.SIGTERM, _raise_terminated)
   try:
     if "--video" in (sys.argv[1:] if argv is None else argv):
       from mjxgap.rendering import offscreen_gl
@@ -280,7 +292,25 @@ def main(argv: list[str] | None = None) -> None:
     code = 2
   except KeyboardInterrupt:
     code = 130
+  except _Terminated:
+    code = 143
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+  if code in (130, 143) and argv is None:  # stopped, from the command line
+    _leave(code)
   sys.exit(code)
+
+
+def _leave(code: int) -> None:
+  """Exits at once after a stop: what the unwinding freed is collected first (a process pool's
+  semaphores are released then), output is flushed, and the interpreter's teardown is skipped
+  (with a compilation in flight it can end in a segmentation fault)."""
+  import gc
+
+  gc.collect()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code)
 
 
 if __name__ == "__main__":

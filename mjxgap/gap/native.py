@@ -19,6 +19,7 @@ import dataclasses
 import math
 import multiprocessing
 import pathlib
+import signal
 
 import mujoco
 import numpy as np
@@ -277,8 +278,12 @@ def episode_seeds(seed: int, episodes: int) -> list[int]:
 
 
 def pool(workers: int):
-  """A process pool of `workers` processes for `run`; None for one (run in this process)."""
-  return multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else None
+  """A process pool of `workers` processes for `run`; None for one (run in this process). The
+  workers ignore Ctrl-C (a terminal sends it to them too): this process stops them."""
+  if workers < 2:
+    return None
+  return multiprocessing.get_context("spawn").Pool(
+      workers, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
 
 
 def run(folder: str | pathlib.Path, profile: Profile, episodes: int, seconds: float,

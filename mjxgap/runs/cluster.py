@@ -119,7 +119,8 @@ def requeue_stopped_run(summary: dict, max_restarts: int, log) -> dict:
   """After a run that stopped on a signal with a checkpoint: requeue the Slurm job (primary
   process only), at most `max_restarts` times. Returns what was done, for the run summary."""
   job = SlurmJob.current()
-  if not summary.get("stopped_by_signal") or summary.get("complete") or job is None:
+  if (not summary.get("stopped_by_signal") or summary.get("interrupted")
+      or summary.get("complete") or job is None):
     return {}
   if not is_primary():
     return {}

@@ -170,8 +170,11 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
 
   def on_signal(signum, _frame):
     stop["signal"] = signum
+    if signum == signal.SIGINT:  # Ctrl-C: checkpoint after this iteration; a second one stops now
+      signal.signal(signal.SIGINT, handlers[signal.SIGINT])
+      log("stopping after this iteration, with a checkpoint (Ctrl-C again: stop now, without)")
 
-  for sig in (signal.SIGTERM, signal.SIGUSR1):
+  for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
     try:
       handlers[sig] = signal.signal(sig, on_signal)
     except ValueError:  # not the main thread
@@ -246,6 +249,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
       "complete": iteration >= config.num_iterations,
       "devices": trainer.num_devices,  # that the envs were split over
       "stopped_by_signal": signalled,
+      "interrupted": stop["signal"] == signal.SIGINT,  # Ctrl-C: a person, not a preemption
       "wall_s": round(time.perf_counter() - t_start, 1),
       "first_iteration_s": None if first_iteration_s is None else round(first_iteration_s, 2),
       "recent_episode_return": float(np.mean([r["episode_return"] for r in recent]))
