@@ -160,7 +160,7 @@ def test_net_actuator_matches_the_fitted_network_in_numpy(builtin_robot, fitted)
     assert float(tau[i]) == pytest.approx(expected, rel=1e-4, abs=1e-4)
 
 
-# Replay RMSE ratio network / ideal PD. BENCHMARKS.md: 0.0038 / 0.0300 rad = 0.13 (60 s logs,
+# Replay RMSE ratio network / ideal PD. docs/benchmarks-log.md: 0.0038 / 0.0300 rad = 0.13 (60 s logs,
 # 300 epochs). Measured at this test's setting (30 s logs, 120 epochs, seeds 0): 0.0069 / 0.0661
 # = 0.105; with fit seed 1 0.106, with log seed 1 0.148. The bound leaves 2.4x over today's
 # figure and 1.7x over the worst seed seen; a model no better than PD is at 1 (a network fitted

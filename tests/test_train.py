@@ -555,7 +555,7 @@ def test_bench_train_reports_learner_overhead(capsys):
   assert code == 0, err
   r = json.loads(out)
   # the smoke preset's rollout at 8 envs; timings only positive (a 2-iteration timing on a
-  # shared CPU is noise; BENCHMARKS.md has the measured figures)
+  # shared CPU is noise; docs/benchmarks-log.md has the measured figures)
   assert (r["preset"], r["num_envs"], r["unroll_length"], r["iterations"]) == ("smoke", 8, 16, 2)
   for key in ("train_steps_per_s", "rollout_steps_per_s", "learner_overhead",
               "time_to_first_iteration_s"):

@@ -109,7 +109,7 @@ PRESETS: dict[str, TrainConfig] = {
         total_steps=40_960, checkpoint_every=5, preset="smoke",
         ppo=PPOConfig(num_envs=64, unroll_length=16, num_minibatches=4, num_epochs=2,
                       actor_hidden=(64, 64), critic_hidden=(64, 64))),
-    # the stand benchmark on a 2-core CPU (BENCHMARKS.md): 256 envs, ~30 minutes
+    # the stand benchmark on a 2-core CPU (docs/benchmarks-log.md): 256 envs, ~30 minutes
     "cpu": TrainConfig(
         total_steps=6_000_000, checkpoint_every=50, preset="cpu",
         ppo=PPOConfig(num_envs=256, unroll_length=20, num_minibatches=8, num_epochs=4,
