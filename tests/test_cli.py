@@ -15,19 +15,50 @@ from mjxgap.cli import main
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_wheel_contains_builtin_robot_and_tasks(tmp_path):
-  """`pip install .` (not editable) must carry the robot assets and the tasks."""
-  subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path),
+def test_wheel_installs_and_trains_outside_the_repository(tmp_path):
+  """`python -m build`'s wheel (here `pip wheel`, the same PEP 517 build): at most 5 MB, with
+  the robot assets, the tasks, the license and complete metadata; installed into a fresh venv
+  (the pinned dependencies taken from this environment, the package itself only from the
+  wheel), `mjxgap --version` and `mjxgap train --preset smoke` run from a folder outside the
+  repository."""
+  import email
+
+  wheels, venv, work = tmp_path / "wheels", tmp_path / "venv", tmp_path / "elsewhere"
+  subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
                   str(REPO)], check=True, capture_output=True)
-  wheel = next(tmp_path.glob("mjxgap-*.whl"))
-  names = set(zipfile.ZipFile(wheel).namelist())
+  wheel = next(wheels.glob("mjxgap-*.whl"))
+  assert wheel.stat().st_size <= 5_000_000
+  archive = zipfile.ZipFile(wheel)
+  names = set(archive.namelist())
   for f in ("mjxgap/cli/commands.py", "mjxgap/robot.py", "mjxgap_envs/__init__.py",
-            "mjxgap_envs/stand.py", "mjxgap_envs/walk.py",
+            "mjxgap_envs/stand.py", "mjxgap_envs/walk.py", "mjxgap_envs/recipes.py",
             "mjxgap_envs/assets/mjxgap_humanoid/scene.xml",
             "mjxgap_envs/assets/mjxgap_humanoid/robot.xml"):
     assert f in names, f
-  entry = [n for n in names if n.endswith("entry_points.txt")]
-  assert "mjxgap = mjxgap.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+  info = next(n for n in names if n.endswith(".dist-info/METADATA"))
+  meta = email.message_from_bytes(archive.read(info))
+  assert meta["License-Expression"] == "Apache-2.0" and meta["Requires-Python"] == "<3.12,>=3.11"
+  assert meta.get_all("Classifier") and meta["Summary"]
+  assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+  entry = next(n for n in names if n.endswith("entry_points.txt"))
+  assert "mjxgap = mjxgap.cli:main" in archive.read(entry).decode()
+
+  subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+  subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)],
+                 check=True, capture_output=True)
+  work.mkdir()
+  where = subprocess.run([str(venv / "bin" / "python"), "-c", "import mjxgap; print(mjxgap.__file__)"],
+                         cwd=work, capture_output=True, text=True, check=True).stdout
+  assert where.startswith(str(venv)), where  # the wheel's copy, not this checkout
+  version = subprocess.run([str(venv / "bin" / "mjxgap"), "--version"], cwd=work,
+                           capture_output=True, text=True, check=True).stdout
+  assert version.strip() == f"mjxgap {meta['Version']}"
+  train = subprocess.run([str(venv / "bin" / "mjxgap"), "train", "--preset", "smoke",
+                          "--total-steps", "2048", "--out", "run", "--no-progress"],
+                         cwd=work, capture_output=True, text=True, timeout=900)
+  assert train.returncode == 0, train.stderr[-2000:]
+  assert json.loads(train.stdout.strip().splitlines()[-1])["complete"]
+  assert (work / "run" / "config.json").is_file()
 
 
 def test_help_from_another_directory(tmp_path):
