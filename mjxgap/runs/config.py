@@ -58,7 +58,7 @@ class TrainConfig:
 
   def check_fields(self) -> None:
     """The numbers and the learner's settings; not the strings naming the robot, task,
-    randomization and actuator (`validate`)."""
+    randomization and actuator (`mjxgap.runs.factory.check`)."""
     if self.total_steps < 1:
       raise UserError(f"total_steps must be >= 1, got {self.total_steps}")
     if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
@@ -77,13 +77,6 @@ class TrainConfig:
                           "sets ppo.* and task.* fields and dr only")
     for i in range(len(self.stages)):  # each stage's fields parse and are set in range
       config_at(self, self.stage_iterations[i]).ppo.validate()
-
-  def validate(self) -> None:
-    """Every field: `check_fields`, then the task, randomization and actuator, read by the run
-    factory (`mjxgap.runs.factory.check`) as they will be when the env is built."""
-    from mjxgap.runs.factory import check
-
-    check(self)
 
   @property
   def steps_per_iteration(self) -> int:

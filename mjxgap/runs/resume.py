@@ -60,7 +60,7 @@ def load_config(run_dir: pathlib.Path, validate: bool = True) -> TrainConfig:
                                factory.robot_name(config.robot))
     config = dataclasses.replace(config, task=task)
   if validate:
-    config.validate()
+    factory.check(config)
   return config
 
 
