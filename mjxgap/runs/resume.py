@@ -139,7 +139,7 @@ def check_resumable(saved: TrainConfig, requested: TrainConfig, where: pathlib.P
   now = fingerprints(requested)
   dr_file = factory.randomization_file(requested.dr)
   if dr_file is not None and saved_inputs.get("dr") == _sha256([dr_file]):
-    now["dr"] = saved_inputs["dr"]  # a checkpoint from before 2026-12-02: the file's bytes
+    now["dr"] = saved_inputs["dr"]  # an older checkpoint: the file's bytes
   for field in ("dr", "actuator"):
     if saved_inputs.get(field) != now[field]:
       a, b = getattr(saved, field), getattr(requested, field)

@@ -106,7 +106,7 @@ def default_adr() -> DomainRandomization:
 
   Starting at nominal (zero width) instead trained on less than `nominal_dr` for millions of
   steps: at 3 M env steps of `stand` such a curriculum had reached 0.4 m/s pushes and 12 ms
-  delays and kept 17% survival on a push-heavy reality where `nominal_dr` kept 89% (issue 15)."""
+  delays and kept 17% survival on a push-heavy reality where `nominal_dr` kept 89%."""
   base = PRESETS["nominal_dr"]()
   base = dataclasses.replace(base, params=tuple(
       dataclasses.replace(p, operation="scale", distribution="uniform") if p.name == "friction"
