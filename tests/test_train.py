@@ -26,7 +26,7 @@ from mjxgap.runs import checkpoint
 from mjxgap.agent.config import PPOConfig
 from mjxgap.runs.factory import make_trainer
 from mjxgap.runs.resume import load_config
-from mjxgap.agent.trainer import AXIS, Trainer, adapt_to_kl, learning_rate
+from mjxgap.agent.trainer import AXIS, Trainer, adapt_to_kl
 
 from cli_helper import run_cli as _cli
 from toy_env import PointToTarget
@@ -743,31 +743,23 @@ def test_adaptive_rate_keeps_the_rate_inside_the_kl_band():
     assert float(out["rate"]) == pytest.approx(rate) == float(out["end_rate"]), kl
 
 
-def test_rate_line_equals_optax_schedules():
-  """The rate line a state holds, against optax's own schedules of the iteration index: a fresh
-  linear run is `optax.linear_schedule` from the rate to 0 over the horizon; a constant one
-  `optax.constant_schedule`; a linear run extended after iteration index 3 (of 8) to 20 is
-  `optax.join_schedules` of the first line and a new line from the rate it had reached (the
-  state's line optax cannot hold itself: its schedules need their step counts as Python numbers,
-  and a resumed run reads them from the checkpoint inside the jitted iteration)."""
-  import optax
+def test_rate_schedule_of_a_line_hand_computed():
+  """`rate_schedule` (an optax schedule made from the line a state holds) against the rates
+  written out by hand: a fresh linear run of 8 iterations from 1e-3 falls by 1.25e-4 each
+  iteration to 0 and stays there; a constant one keeps 1e-3; the same run extended after
+  iteration index 3 to 20 iterations falls from the 6.25e-4 it had reached by 6.25e-4 / 17 each
+  iteration."""
+  from mjxgap.agent.trainer import rate_schedule
 
-  fresh = {"start": jnp.int32(0), "end": jnp.int32(8), "rate": jnp.float32(1e-3),
-           "end_rate": jnp.float32(0.0)}
-  linear = optax.linear_schedule(1e-3, 0.0, transition_steps=8)
-  constant = optax.constant_schedule(1e-3)
-  reached = float(linear(3))
-  extended = {"start": jnp.int32(3), "end": jnp.int32(20), "rate": jnp.float32(reached),
-              "end_rate": jnp.float32(0.0)}
-  joined = optax.join_schedules(
-      [linear, optax.linear_schedule(reached, 0.0, transition_steps=17)], boundaries=[3])
+  linear = rate_schedule({"start": 0, "end": 8, "rate": 1e-3, "end_rate": 0.0})
+  constant = rate_schedule({"start": 0, "end": 8, "rate": 1e-3, "end_rate": 1e-3})
+  extended = rate_schedule({"start": 3, "end": 20, "rate": 6.25e-4, "end_rate": 0.0})
   for i in range(24):
-    assert float(learning_rate(fresh, i)) == pytest.approx(float(linear(i)), rel=1e-6, abs=1e-12)
-    assert float(learning_rate({**fresh, "end_rate": fresh["rate"]}, i)) == pytest.approx(
-        float(constant(i)), rel=1e-6)
+    assert float(linear(i)) == pytest.approx(max(8 - i, 0) * 1.25e-4, rel=1e-6, abs=1e-12)
+    assert float(constant(i)) == pytest.approx(1e-3, rel=1e-7)
   for i in range(3, 24):  # the iterations the extended run computes
-    assert float(learning_rate(extended, i)) == pytest.approx(float(joined(i)), rel=1e-6,
-                                                              abs=1e-12)
+    assert float(extended(i)) == pytest.approx(6.25e-4 * max(20 - i, 0) / 17, rel=1e-6,
+                                               abs=1e-12)
 
 
 @pytest.mark.parametrize("schedule, refused", [("adaptive", True), ("constant", False)])

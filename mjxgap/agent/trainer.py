@@ -45,18 +45,20 @@ class TrainState(NamedTuple):
   iteration: jax.Array  # int32 (wraps after 2**31 iterations: never in practice)
   env_steps: jax.Array  # int32[2], a `counter`: exact past 2**31 steps
   curriculum: Any  # the curriculum's state (e.g. an ADRState); () without a curriculum
-  lr_schedule: Any  # {"start", "end", "rate", "end_rate"}: see `learning_rate`, `adapt_to_kl`
+  lr_schedule: Any  # {"start", "end", "rate", "end_rate"}: see `rate_schedule`, `adapt_to_kl`
 
 
-def learning_rate(schedule, iteration) -> jax.Array:
-  """The rate of every update of iteration `iteration` (0-based): a straight line from `rate` at
-  iteration `start` to `end_rate` at iteration `end` (the run's horizon). A fresh run has
-  start 0 and end_rate 0 (linear) or `rate` (constant); `Trainer.resume` moves the line when an
-  extended run changes the horizon, so the rate never jumps."""
-  start, end = schedule["start"], schedule["end"]
-  frac = jnp.clip((iteration - start) / jnp.maximum(end - start, 1), 0.0, 1.0)
-  rate = schedule["rate"]
-  return rate + (schedule["end_rate"] - rate) * frac.astype(jnp.float32)
+def rate_schedule(line) -> optax.Schedule:
+  """The learning rate of each iteration (0-based; every update of an iteration uses its rate)
+  as an optax schedule, from the line a state holds (host numbers): `rate` until iteration
+  `start`, then straight to `end_rate` at iteration `end` (the run's horizon), then `end_rate`.
+  A fresh run's line starts at 0 and ends at 0 (linear) or at `rate` (constant);
+  `Trainer.resume` restarts it where an extended run changes the horizon, so the rate never
+  jumps. The line lives in the state (checkpointed with it) because optax's schedules take
+  their step counts as Python numbers, fixed when the iteration is compiled."""
+  start, end = int(line["start"]), int(line["end"])
+  return optax.linear_schedule(float(line["rate"]), float(line["end_rate"]),
+                               transition_steps=max(end - start, 1), transition_begin=start)
 
 
 def adapt_to_kl(schedule, approx_kl, kl_target: float):
@@ -117,9 +119,10 @@ class Trainer:
     self.critic = networks.make_critic(config.critic_hidden, config.activation)
     steps_per_iteration = config.num_envs * config.unroll_length
     self.num_iterations = max(1, math.ceil(total_steps / steps_per_iteration))
-    # Adam's direction; the step is scaled by the state's learning rate (`learning_rate`)
+    # Adam's direction; the step is scaled by the iteration's learning rate (`rate_schedule`)
     self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                                  optax.scale_by_adam())
+    self.learning_rate = rate_schedule(self._schedule(0, config.learning_rate))
 
   # ----------------------------------------------------------------------------------------
   # initial state and shardings
@@ -168,7 +171,9 @@ class Trainer:
       schedule = self._schedule(schedule["start"], self.config.learning_rate)
     elif self.config.lr_schedule == "linear" and int(schedule["end"]) != self.num_iterations:
       last = max(int(host_value(state.iteration)) - 1, 0)
-      schedule = self._schedule(last, learning_rate(schedule, last))
+      schedule = self._schedule(last, float(rate_schedule(schedule)(last)))
+    self.learning_rate = rate_schedule(schedule)
+    self.__dict__.pop("iteration", None)  # compiled with the former schedule: compile anew
     return state._replace(lr_schedule=schedule)
 
   def _specs(self, state: TrainState) -> TrainState:
@@ -301,7 +306,8 @@ class Trainer:
                          perturbed_obs=perturbed,
                          estimate_target=(flat(tr["estimate_target"]) if self.estimate_size
                                           else None))
-    lr = learning_rate(state.lr_schedule, state.iteration)
+    lr = (state.lr_schedule["rate"] if cfg.lr_schedule == "adaptive"
+          else self.learning_rate(state.iteration))
     params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
                                             jax.random.fold_in(k_sgd, device), lr)
     params = self._capped(params)
