@@ -152,6 +152,13 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
     state = trainer.init(config.seed)
   start_iteration = int(host_value(state.iteration))
   stage_starts = set(config.stage_iterations)
+  by_stage = {}  # stages started -> the inputs' fingerprints: each file is read once a stage
+
+  def fingerprints_at(iteration: int) -> dict:
+    started = sum(i <= iteration for i in config.stage_iterations)
+    if started not in by_stage:
+      by_stage[started] = fingerprints(config_at(config, iteration))
+    return by_stage[started]
   rows = _read_metrics(out / "metrics.jsonl", start_iteration)
   if primary:
     write_atomic(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
@@ -224,8 +231,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
         stopping = signalled or out_of_time
         if (iteration % config.checkpoint_every == 0 or iteration == config.num_iterations
             or iteration in stage_starts or stopping):  # a stage starts from a checkpoint
-          saver.save(state, config.to_dict(), __version__,
-                     fingerprints(config_at(config, iteration)))
+          saver.save(state, config.to_dict(), __version__, fingerprints_at(iteration))
         if stopping:
           break
   finally:
