@@ -662,6 +662,45 @@ def _toy_trainer(iterations: int, env=None, **ppo) -> Trainer:
   return Trainer(env or PointToTarget(), config, total_steps=iterations * 32)
 
 
+def _numpy_gae(reward, value, next_value, done, truncation, discount, lam):
+  """GAE written out per env and step in float64: an episode's advantage sums the discounted
+  TD errors of its remaining steps weighted by (discount * lam)^k, stopping at its end; a
+  time-limit end bootstraps from the value of the state it ended in, a termination from 0."""
+  steps, envs = reward.shape
+  adv = np.zeros((steps, envs))
+  for e in range(envs):
+    following = 0.0  # the advantage of the next step of the same episode
+    for t in reversed(range(steps)):
+      ended, terminated = done[t, e] > 0, done[t, e] > 0 and truncation[t, e] == 0
+      bootstrap = 0.0 if terminated else next_value[t, e]
+      delta = reward[t, e] + discount * bootstrap - value[t, e]
+      adv[t, e] = delta + (0.0 if ended else discount * lam * following)
+      following = adv[t, e]
+  return adv, adv + value
+
+
+def test_advantages_the_loss_sees_are_numpy_gae():
+  """One real iteration's advantages and value targets (`Trainer.experience`: the rollout and
+  GAE `Trainer.iteration` starts with), against numpy GAE over the same stored rewards, values,
+  next values, dones and truncations at the configured discount 0.9 and lambda 0.6: a
+  (lambda, discount) swap or a lambda of 0 in the trainer fails it. 90 steps of 32 envs of the
+  toy task, whose episodes end at 40 steps (truncation) or on leaving |x| < 4 (termination):
+  both kinds occur."""
+  trainer = _toy_trainer(1, num_envs=32, unroll_length=90, discount=0.9, gae_lambda=0.6,
+                         init_noise_std=3.0)
+  _, seen = trainer.experience(trainer.init(3))
+  seen = {k: np.asarray(v, np.float64) for k, v in jax.device_get(seen).items()}
+  terminated = (seen["done"] > 0) & (seen["truncation"] == 0)
+  assert terminated.any() and seen["truncation"].any()
+  adv, target = _numpy_gae(seen["reward"], seen["value"], seen["next_value"], seen["done"],
+                           seen["truncation"], 0.9, 0.6)
+  np.testing.assert_allclose(seen["advantage"], adv, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(seen["target"], target, rtol=1e-4, atol=1e-5)
+  swapped, _ = _numpy_gae(seen["reward"], seen["value"], seen["next_value"], seen["done"],
+                          seen["truncation"], 0.6, 0.9)
+  assert np.abs(swapped - adv).max() > 1e-2  # the data tell the two apart
+
+
 def test_env_steps_counter_passes_2_31_and_is_checkpointed(tmp_path):
   """From 2**31 - 10 env steps, one iteration of 32: exactly 2**31 + 22 in the state and in the
   checkpoint (an int32 counter wraps to -2**31 + 22)."""

@@ -283,14 +283,22 @@ class Trainer:
     return {**params, "log_std": networks.capped_log_std(params["log_std"],
                                                          self.config.max_action_std)}
 
-  def _iteration(self, state: TrainState):
+  def _experience(self, state: TrainState):
+    """The start of an iteration: the exploration cap applied, the rollout, and its GAE
+    advantages and value targets at the configured discount and lambda. Returns (state,
+    env_state, transitions, advantages, targets, rng, sgd key)."""
     cfg = self.config
     state = state._replace(params=self._capped(state.params))
     rng, k_roll, k_sgd = jax.random.split(state.rng, 3)
-    device = jax.lax.axis_index(AXIS)
     env_state, tr = self._rollout(state, k_roll)
     adv, target = losses.gae(tr["reward"], tr["value"], tr["next_value"], tr["done"],
                              tr["truncation"], cfg.discount, cfg.gae_lambda)
+    return state, env_state, tr, adv, target, rng, k_sgd
+
+  def _iteration(self, state: TrainState):
+    cfg = self.config
+    state, env_state, tr, adv, target, rng, k_sgd = self._experience(state)
+    device = jax.lax.axis_index(AXIS)
     flat = lambda x: x.reshape(-1, *x.shape[2:])
     perturbed = None
     if cfg.smoothness_cost > 0:  # its own key, so the default random stream is unchanged
@@ -350,6 +358,17 @@ class Trainer:
   def iteration(self):
     """jitted `state -> (state, metrics)`; the input state's buffers are donated."""
     return self._sharded(self._iteration, self.init_abstract())
+
+  @functools.cached_property
+  def experience(self):
+    """jitted `state -> (state, what the loss would see)`: the rollout's rewards, values, next
+    values, dones and truncations ([steps, envs]) with the advantages and value targets that
+    `iteration` computes from `state`; nothing is updated (for inspection and tests)."""
+    def fn(state):
+      _, _, tr, adv, target, _, _ = self._experience(state)
+      seen = {k: tr[k] for k in ("reward", "value", "next_value", "done", "truncation")}
+      return state, {**seen, "advantage": adv, "target": target}
+    return self._sharded(fn, self.init_abstract(), metrics_spec=P(None, AXIS))
 
   @functools.cached_property
   def collect(self):
