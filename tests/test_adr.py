@@ -184,3 +184,16 @@ def test_reports_summed_over_devices_equal_one_device():
   split = adr.apply(config, state, halves[0][0] + halves[1][0], halves[0][1] + halves[1][1])
   for x, y in zip(whole, split):
     np.testing.assert_allclose(x, y, rtol=1e-6)
+
+
+def test_a_mean_exactly_at_a_threshold_moves_the_bound():
+  """The thresholds are inclusive: a full buffer whose mean equals `t_high` exactly (3 of 4
+  successes against 0.75) widens its bound by one delta; one whose mean equals `t_low` (1 of 4
+  against 0.25) narrows it; 2 of 4 leaves it."""
+  config = _one_param(t_low=0.25, t_high=0.75, buffer_size=4, narrow_to="nominal")
+  state = adr.init(config)._replace(low=jnp.array([-0.1]), high=jnp.array([0.1]))
+  for sums, counts, low, high in (([[0.0, 3.0]], [[0, 4]], -0.1, 0.15),
+                                  ([[1.0, 0.0]], [[4, 0]], -0.05, 0.1),
+                                  ([[2.0, 2.0]], [[4, 4]], -0.1, 0.1)):
+    new = adr.apply(config, state, jnp.array(sums), jnp.array(counts, jnp.int32))
+    assert float(new.low[0]) == pytest.approx(low) and float(new.high[0]) == pytest.approx(high)
