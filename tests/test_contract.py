@@ -169,10 +169,22 @@ def test_normalizer_is_the_contract_normalisation():
 
 
 def test_export_bakes_the_contract_constants():
-  from mjxgap.deploy import export
+  """A committed export's graph clips normalised observations at the contract's bound (its
+  Clip node's constants) and its weights.npz says so too."""
+  import pathlib
 
-  assert getattr(export, "OBS_CLIP", contract.OBS_CLIP) == contract.OBS_CLIP
-  assert getattr(export, "OBS_EPS", contract.OBS_EPS) == contract.OBS_EPS
+  import onnx
+  from onnx import numpy_helper
+
+  folder = pathlib.Path(__file__).resolve().parents[1] / "experiments/results/policies/walk_builtin"
+  graph = onnx.load(str(folder / "policy.onnx")).graph
+  constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+  constants |= {n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in graph.node
+                if n.op_type == "Constant"}
+  clip = next(n for n in graph.node if n.op_type == "Clip" and n.output[0] == "obs_normalized")
+  assert float(constants[clip.input[1]]) == -contract.OBS_CLIP
+  assert float(constants[clip.input[2]]) == contract.OBS_CLIP
+  assert float(np.load(folder / "weights.npz")["obs_clip"]) == contract.OBS_CLIP
 
 
 def test_imports_follow_the_pipeline():
