@@ -2,8 +2,9 @@
 
 The feet follow a gait clock (observed as cos/sin of its phase): `feet_phase` rewards swing
 heights that match it, `feet_air_time` long steps, `feet_slip` penalises stance feet that slide.
-Terms after MuJoCo Playground's humanoid joystick tasks. The settings are the ones the built-in robot walks with (`walk_builtin` recipe;
-docs/walking_history.md says what each one bought): the actor reads an observation history and
+Terms after MuJoCo Playground's humanoid joystick tasks. The settings are the ones the
+built-in robot walks with (`walk_builtin` recipe; docs/walking_history.md says what each one
+bought): the actor reads an observation history and
 learns to estimate the base velocity, tracking outweighs the rest, sideways tracking has its own
 narrow kernel, the legs step on a slow gait clock in a narrow swing kernel, and training draws
 pure single-axis commands and holds commands longer than evaluation does.

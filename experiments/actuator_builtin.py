@@ -1,4 +1,4 @@
-"""The actuator benchmark of docs/benchmarks-log.md: synthetic test-stand logs of the built-in robot
+"""The actuator benchmark: synthetic test-stand logs of the built-in robot
 (reference motor: 3 ms delay, saturation, Coulomb and viscous friction, backlash, encoder
 quantisation and noise), the network fit and its accuracy next to ideal PD, the replay of
 held-out logged targets in MJX, and env steps/s with each actuator model at 256 envs.

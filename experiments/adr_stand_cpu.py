@@ -1,4 +1,4 @@
-"""The ADR benchmark of docs/benchmarks-log.md: `mjxgap train --dr adr` on the built-in robot's `stand`
+"""The ADR benchmark: `mjxgap train --dr adr` on the built-in robot's `stand`
 task with the `cpu` preset for 30 minutes; the bounds it reached (`RUN/adr_bounds.png`); the
 trained policy evaluated over those ranges, under `nominal_dr` and over the whole ADR envelope
 (every item at its hard limits); and the cost of ADR in training steps/s: the curriculum

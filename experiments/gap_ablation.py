@@ -1,4 +1,4 @@
-"""The gap ablation of docs/benchmarks-log.md: what closes the sim-to-real gap of a `stand` policy.
+"""The gap ablation: what closes the sim-to-real gap of a `stand` policy.
 
 Five trainings of `stand` on the built-in robot with the same budget and seed (`cpu` preset,
 `--total-steps`, seed 0):

@@ -1,4 +1,4 @@
-"""The sim-to-sim benchmark of docs/benchmarks-log.md: a `stand` policy trained with the `cpu` preset,
+"""The sim-to-sim benchmark: a `stand` policy trained with the `cpu` preset,
 exported, run in native MuJoCo by `mjxgap play` (observation from policy.json alone) next to
 MJX (`mjxgap eval --dr none`, the nominal robot); and the first second of joint trajectories
 of both simulators from the same initial state under the same policy.

@@ -1,4 +1,4 @@
-"""The `stand` benchmark of docs/benchmarks-log.md: the `cpu` preset on the built-in robot, randomization
+"""The `stand` benchmark: the `cpu` preset on the built-in robot, randomization
 and pushes on (`stand_push.json`: `nominal_dr` with pushes of 0.2-0.6 m/s every 2-5 s), 30
 minutes of training on the CPU, then evaluation of the trained policy next to the zero-action
 baseline under the same randomization and pushes.

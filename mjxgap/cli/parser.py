@@ -56,8 +56,9 @@ def _train_names() -> str:
           ("presets", list(PRESETS)),
           ("randomizations", [*DR_PRESETS, "a .json spec"]),
           ("recipes", list(recipes()))]
-  return "names train accepts:\n" + "\n".join(textwrap.fill(", ".join(names), 88, initial_indent=f"  {what + ':':16}",
-                                 subsequent_indent=" " * 18) for what, names in rows)
+  lines = (textwrap.fill(", ".join(names), 88, initial_indent=f"  {what + ':':16}",
+                         subsequent_indent=" " * 18) for what, names in rows)
+  return "names train accepts:\n" + "\n".join(lines)
 
 
 def _positive_int(text: str) -> int:
