@@ -48,7 +48,8 @@ def test_wheel_installs_and_trains_outside_the_repository(tmp_path):
   subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)],
                  check=True, capture_output=True)
   work.mkdir()
-  where = subprocess.run([str(venv / "bin" / "python"), "-c", "import mjxgap; print(mjxgap.__file__)"],
+  where = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import mjxgap; print(mjxgap.__file__)"],
                          cwd=work, capture_output=True, text=True, check=True).stdout
   assert where.startswith(str(venv)), where  # the wheel's copy, not this checkout
   version = subprocess.run([str(venv / "bin" / "mjxgap"), "--version"], cwd=work,
