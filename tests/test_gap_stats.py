@@ -143,7 +143,18 @@ def test_retained_hand_built():
 # ------------------------------------------------------------------------------------------
 # write
 
-def test_write_report(tmp_path):
+def test_write_report(tmp_path, monkeypatch):
+  """The report's files, and what its plots draw: the survival bars (sim 1, the profile 3 of
+  4), the retained-survival bar (0.75), the sweep's survival line at its three values and the
+  break point's vertical line."""
+  figures = {}
+  write_figure = report.write_figure_atomic
+
+  def keep(fig, path):
+    figures[path.name] = fig
+    write_figure(fig, path)
+
+  monkeypatch.setattr(report, "write_figure_atomic", keep)
   rng = np.random.default_rng(0)
   sim = _episodes([True] * 4, [10] * 4, [0.1] * 4)
   real = _episodes([True, True, True, False], [10, 10, 10, 3], [0.2] * 4)
@@ -174,6 +185,14 @@ def test_write_report(tmp_path):
   for name in ("gap.png", "sweep_latency_ms.png", "sweep.png"):
     assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
   assert (tmp_path / "sweep.png").read_bytes() == (tmp_path / "sweep_latency_ms.png").read_bytes()
+  survival, retained = figures["gap.png"].axes[:2]
+  assert [b.get_height() for b in survival.patches] == pytest.approx([1.0, 0.75])
+  assert [b.get_height() for b in retained.patches] == pytest.approx([0.75])
+  sweep = figures["sweep_latency_ms.png"].axes[0]
+  line = next(l for l in sweep.lines if l.get_marker() == "o")
+  np.testing.assert_allclose(line.get_xydata(), [[0.2, 1.0], [0.4, 1.0], [0.6, 0.0]])
+  verticals = [l.get_xdata()[0] for l in sweep.lines if len(set(l.get_xdata())) == 1]
+  assert verticals == [0.5]
 
 
 def test_write_no_profiles_no_break_points(tmp_path):
