@@ -39,6 +39,30 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> str | Non
   return str(folder)
 
 
+# jaxlib splits a batched LAPACK call over XLA's CPU pool from this much work (FLOP) on (a
+# Cholesky factorisation costs n^3 / 3 a matrix)
+LAPACK_SPLIT_FLOPS = 200_000
+
+
+def split_cpu(devices: int, worlds_per_device: int | None = None,
+              dofs: int | None = None) -> None:
+  """Gives JAX's CPU backend `devices` devices, so that one process splits its envs over them
+  as over GPUs (XLA runs one device's work on about one core). Call it before anything starts
+  JAX (`RuntimeError` after).
+
+  A batched LAPACK call (MJX's Cholesky factorisation of each world's `dofs` x `dofs` system)
+  that jaxlib splits over XLA's CPU pool waits for its pieces: with one pool thread a device,
+  every device's waiting call holds a thread, none is left to run the pieces and the run hangs
+  at 0% CPU. Where the worlds of a device are enough for the split (or are not given), the pool
+  gets at least two threads a device (`PJRT_NPROC`, unless set); below it XLA's default stays,
+  and with it the numbers a run computes."""
+  jax.config.update("jax_num_cpu_devices", devices)
+  cholesky_flops = None if worlds_per_device is None or dofs is None else (
+      worlds_per_device * dofs**3 / 3)
+  if devices > 1 and (cholesky_flops is None or cholesky_flops >= LAPACK_SPLIT_FLOPS):
+    os.environ.setdefault("PJRT_NPROC", str(max(2 * devices, os.cpu_count() or 1)))
+
+
 def host_value(tree):
   """numpy copies of a tree of arrays replicated on every device (metrics, counters, parameters),
   in any process: a process of a multi-process run reads its own copy (JAX refuses to fetch an
@@ -52,4 +76,4 @@ def host_value(tree):
   return jax.tree.map(get, tree)
 
 
-__all__ = ["mjx", "enable_compilation_cache", "host_value"]
+__all__ = ["mjx", "enable_compilation_cache", "host_value", "split_cpu"]

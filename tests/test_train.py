@@ -121,6 +121,42 @@ _KILLED_BEFORE_RENAME = textwrap.dedent("""
 """)
 
 
+def test_two_cpu_devices_with_many_worlds_each_do_not_hang(tmp_path):
+  """`--cpu-devices 2` with 128 worlds a device: each device's batched Cholesky factorisations
+  (MJX's solver) split over XLA's CPU pool and wait for the pieces; with one pool thread a
+  device (this 2-core machine's default) both waits took every thread and the run hung at 0%
+  CPU before its first iteration ended. `split_cpu` gives the pool two threads a device, so
+  the run finishes (a hang is killed at the timeout and fails)."""
+  env = {k: v for k, v in os.environ.items() if k != "PJRT_NPROC"}
+  proc = subprocess.run(
+      [sys.executable, "-m", "mjxgap", "train", "--task", "stand", "--dr", "nominal_dr",
+       "--preset", "smoke", "--num-envs", "256", "--cpu-devices", "2", "--total-steps", "10240",
+       "--out", str(tmp_path / "run"), "--no-progress"],
+      env=env, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  summary = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert summary["complete"] and summary["devices"] == 2
+
+
+@pytest.mark.parametrize("worlds, widened", [(64, False), (102, False), (103, True),
+                                             (None, True)])
+def test_split_cpu_widens_the_pool_only_where_lapack_splits(worlds, widened):
+  """An 18 x 18 Cholesky factorisation costs 18^3 / 3 = 1,944 FLOP: jaxlib splits a batch of
+  103 (200,232 FLOP) over the pool and not one of 102 (198,288 < 200,000), so two devices get
+  two pool threads each from 103 worlds a device on, and where the size is not given; below,
+  XLA's default (and the run's numbers) stay. In a fresh process: it must precede JAX."""
+  code = ("import os; from mjxgap.process import split_cpu; "
+          f"split_cpu(2, {worlds}, None if {worlds} is None else 18); "
+          "print(os.environ.get('PJRT_NPROC'))")
+  env = {k: v for k, v in os.environ.items() if k != "PJRT_NPROC"}
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       check=True).stdout.strip()
+  if widened:
+    assert int(out) >= 4
+  else:
+    assert out == "None"
+
+
 def test_ctrl_c_checkpoints_and_stops_cleanly(tmp_path):
   """Ctrl-C (SIGINT) during `mjxgap train`: the iteration finishes, the run checkpoints there
   (checkpoints are otherwise every 1000 iterations), the summary says it was interrupted and

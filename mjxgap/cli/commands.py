@@ -105,17 +105,18 @@ def _default_run(config) -> str:
   return os.path.join("runs", f"{stem}_{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def _split_over_cpu_devices(args) -> None:
+def _split_over_cpu_devices(args, config) -> None:
   """Gives JAX's CPU backend `--cpu-devices` devices (a recipe's own count by default), before
   anything starts it. In a process where JAX already runs (a notebook, a test) a recipe's count
   is left out and the envs go on the devices there are; an explicit --cpu-devices is refused."""
-  import jax
+  from mjxgap.process import split_cpu
+  from mjxgap.robot import load_robot
 
   count = _recipe_cpu_devices(args)
   if not count:
     return
   try:
-    jax.config.update("jax_num_cpu_devices", count)
+    split_cpu(count, config.ppo.num_envs // count, load_robot(config.robot).mj_model.nv)
   except RuntimeError:
     if args.cpu_devices:
       raise UserError("--cpu-devices: JAX has already started in this process; pass it to a "
@@ -189,7 +190,7 @@ def run(argv: list[str] | None = None) -> int:
       args.resume = bool(checkpoint.steps(args.out))
       args.prepared = not args.resume and (pathlib.Path(args.out) / "config.json").is_file()
     config = _train_config(args)
-    _split_over_cpu_devices(args)
+    _split_over_cpu_devices(args, config)
     args.out = args.out or _default_run(config)
     enable_compilation_cache()
     announce = lambda c: print(json.dumps({"config": c.to_dict()}, indent=2), flush=True)
