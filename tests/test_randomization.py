@@ -2,6 +2,7 @@
 
 import copy
 import jax
+import mujoco
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -34,41 +35,60 @@ def dr_states(dr_env):
   return dr_env, s0, s1, step
 
 
+def _builtin_targets(m, kind: str) -> np.ndarray:
+  """The elements each kind of parameter changes on the built-in robot, chosen here from the
+  MJCF's names and MuJoCo's own tables (not from the randomizer): the floor and both feet for
+  friction (the contacts the robot makes), every body with mass, the base ("pelvis") for added
+  mass and its centre of mass, the joints the actuators drive, every actuator."""
+  body = lambda name: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)
+  geom = lambda name: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, name)
+  if kind == "friction":
+    return np.array(sorted(geom(n) for n in ("floor", "left_foot", "right_foot")))
+  if kind == "link_mass":
+    return np.array([b for b in range(1, m.nbody) if m.body_mass[b] > 0])
+  if kind in ("added_mass", "com_offset"):
+    return np.array([body("pelvis")])
+  if kind in ("armature", "damping", "frictionloss"):
+    return m.actuator_trnid[:, 0]
+  return np.arange(m.nu)
+
+
 def _numpy_model(robot, spec, draws_i):
-  """A MjModel with env i's draws written in by hand (numpy, raw MuJoCo field names)."""
+  """A MjModel with env i's draws written in by hand (numpy, raw MuJoCo field names), on the
+  elements `_builtin_targets` chooses (every parameter of `spec` targets all it can)."""
   m = copy.copy(robot.mj_model)
-  rz = Randomizer(robot, spec)
   offset = np.zeros(robot.nu)
-  for p in rz.params:
-    d = np.asarray(draws_i[p.spec.name], np.float64)
-    op = p.spec.operation
+  assert all(p.targets == ("*",) for p in spec)
+  for p in spec:
+    d = np.asarray(draws_i[p.name], np.float64)
+    op = p.operation
     apply = lambda nominal: nominal * d if op == "scale" else nominal + d if op == "add" else d
-    ids = p.ids
-    if p.spec.kind == "friction":
+    ids = _builtin_targets(m, p.kind)
+    if p.kind == "friction":
       m.geom_friction[ids, 0] = apply(m.geom_friction[ids, 0])
-    elif p.spec.kind in ("link_mass", "added_mass"):
+    elif p.kind in ("link_mass", "added_mass"):
       new = apply(m.body_mass[ids])
       m.body_inertia[ids] *= (new / m.body_mass[ids])[:, None]
       m.body_mass[ids] = new
-    elif p.spec.kind == "com_offset":
+    elif p.kind == "com_offset":
       m.body_ipos[ids] = apply(m.body_ipos[ids])
-    elif p.spec.kind == "armature":
+    elif p.kind == "armature":
       m.dof_armature[m.jnt_dofadr[ids]] = apply(m.dof_armature[m.jnt_dofadr[ids]])
-    elif p.spec.kind == "damping":
+    elif p.kind == "damping":
       m.dof_damping[m.jnt_dofadr[ids]] = apply(m.dof_damping[m.jnt_dofadr[ids]])
-    elif p.spec.kind == "frictionloss":
+    elif p.kind == "frictionloss":
       m.dof_frictionloss[m.jnt_dofadr[ids]] = apply(m.dof_frictionloss[m.jnt_dofadr[ids]])
-    elif p.spec.kind == "kp":
+    elif p.kind == "kp":
       kp = apply(m.actuator_gainprm[ids, 0])
       m.actuator_gainprm[ids, 0] = kp
       m.actuator_biasprm[ids, 1] = -kp
-    elif p.spec.kind == "kd":
+    elif p.kind == "kd":
       m.actuator_biasprm[ids, 2] = -apply(-m.actuator_biasprm[ids, 2])
-    elif p.spec.kind == "motor_strength":
-      factor = apply(robot.torque_limit[ids]) / robot.torque_limit[ids]
+    elif p.kind == "motor_strength":
+      factor = apply(m.actuator_forcerange[ids, 1]) / m.actuator_forcerange[ids, 1]
       m.actuator_forcerange[ids] *= factor[:, None]
       m.jnt_actfrcrange[m.actuator_trnid[ids, 0]] *= factor[:, None]
-    elif p.spec.kind == "default_pose":
+    elif p.kind == "default_pose":
       offset[ids] = apply(robot.default_joint_pos[ids]) - robot.default_joint_pos[ids]
   return m, offset
 
