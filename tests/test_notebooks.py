@@ -1,25 +1,20 @@
 """The notebooks (`notebooks/*.ipynb`) are stored without outputs and run end to end here, in a
-Jupyter kernel, with their small settings (`MJXGAP_NOTEBOOK_SMOKE=1`), each within its budget.
+Jupyter kernel, with their small settings (`MJXGAP_NOTEBOOK_SMOKE=1`); a cell that runs past
+`CELL_TIMEOUT_S` is stopped (a hang), how long each takes is not asserted.
 
 Cells tagged `render` need offscreen OpenGL (MUJOCO_GL=egl or osmesa): where neither renders, the
 notebook runs without them and its test reports a skip (what ran still has to pass)."""
 
 import os
 import pathlib
-import time
 
 import pytest
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
-# s per notebook with MJXGAP_NOTEBOOK_SMOKE=1 on 2 CPU cores, set from a cold compilation cache
-# with the other test worker busy; on a warm cache each takes well under its budget
-BUDGET_S = {"01_quickstart": 360, "02_randomization": 180, "03_adr": 420, "04_actuator": 180,
-            "05_deploy": 240, "06_gap": 180}
+# s a cell of each notebook may take with MJXGAP_NOTEBOOK_SMOKE=1 before nbclient stops it: a
+# guard against a hang, not a benchmark (the suite's slowest tests are listed at every run)
+CELL_TIMEOUT_S = 600
 names = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
-
-
-def test_every_notebook_has_a_budget():
-  assert names == sorted(BUDGET_S)
 
 
 @pytest.mark.parametrize("name", names)
@@ -62,11 +57,9 @@ def test_notebook_runs(name, gl_backend, tmp_path):
     else:
       os.environ[k] = v
   try:
-    client = NotebookClient(nb, timeout=BUDGET_S[name], kernel_name="python3",
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
-    t0 = time.perf_counter()
     client.execute()
-    wall_s = time.perf_counter() - t0
   finally:
     for k, v in saved.items():
       if v is None:
@@ -78,7 +71,6 @@ def test_notebook_runs(name, gl_backend, tmp_path):
   errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
             if o.output_type == "error"]
   assert not errors
-  assert wall_s < BUDGET_S[name], f"{name}: {wall_s:.0f} s, budget {BUDGET_S[name]} s"
   if renders:
     if gl_backend is None:
       pytest.skip(f"{name}: {len(renders)} rendering cell(s) not run: no offscreen OpenGL "
