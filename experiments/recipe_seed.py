@@ -76,7 +76,8 @@ def main() -> None:
     fail(f"unknown recipe {args.recipe!r}; expected one of: {', '.join(listing)}")
   recipe = listing[args.recipe]
   config = json.loads((run / "config.json").read_text()) if (run / "config.json").is_file() else {}
-  done = bool(config) and read_metrics(run / "metrics.jsonl")[-1]["env_steps"] >= recipe["env_steps"]
+  rows = read_metrics(run / "metrics.jsonl") if config else []
+  done = bool(rows) and rows[-1]["env_steps"] >= recipe["env_steps"]
   if not done:
     resume = ["--resume"] if (run / "checkpoints").is_dir() else ["--recipe", args.recipe]
     mjxgap("train", *resume, "--seed", str(args.seed), "--out", str(run), "--no-progress")
