@@ -115,8 +115,10 @@ def _split_over_cpu_devices(args, config) -> None:
   count = _recipe_cpu_devices(args)
   if not count:
     return
+  # the robot's dofs size MJX's factorisations, which matter only where envs are split
+  dofs = load_robot(config.robot).mj_model.nv if count > 1 else None
   try:
-    split_cpu(count, config.ppo.num_envs // count, load_robot(config.robot).mj_model.nv)
+    split_cpu(count, config.ppo.num_envs // count, dofs)
   except RuntimeError:
     if args.cpu_devices:
       raise UserError("--cpu-devices: JAX has already started in this process; pass it to a "

@@ -72,6 +72,6 @@ def recipe(name: str) -> Recipe:
   """The recipe called `name`; an unknown name is one line naming the closest."""
   known = recipes()
   if name not in known:
-    raise UserError(f"unknown recipe {name!r}{did_you_mean(name, known)} (mjxgap recipes lists them: "
-                    f"{', '.join(known)})")
+    raise UserError(f"unknown recipe {name!r}{did_you_mean(name, known)} (mjxgap recipes "
+                    f"lists them: {', '.join(known)})")
   return known[name]
