@@ -1,11 +1,13 @@
 """The Python examples of the README and the documentation run as written, through the public
 API (`import mjxgap`): every ```python block (a ```py block is a sketch that needs hardware,
 such as the robot-side loop). The documentation site builds with `mkdocs build --strict`, and
-the README stays a short manual."""
+the README stays a short manual, and the tracked tree stays small."""
 
 import os
 import pathlib
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -80,3 +82,21 @@ def test_readme_is_a_short_manual():
   assert not re.search(r"(?i)\bissue \d+|#\d{2,}", text)
   for target in re.findall(r"\]\(([^)#]+)\)", text):  # relative links point at files here
     assert target.startswith("http") or (REPO / target).exists(), target
+
+
+TREE_LIMIT_BYTES = 25_000_000
+FILE_LIMIT_BYTES = 2_000_000
+
+
+def test_the_tracked_tree_stays_small():
+  """A clone is code, docs and small results: at most 25 MB tracked, no file over 2 MB (run
+  tarballs, checkpoints and attempt folders stay out)."""
+  if not (REPO / ".git").exists() or shutil.which("git") is None:
+    pytest.skip("not a git checkout: no tracked files to measure")
+  listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True,
+                          capture_output=True).stdout.decode().split("\0")
+  sizes = {name: (REPO / name).stat().st_size for name in listed if (REPO / name).is_file()}
+  assert len(sizes) > 100  # the listing worked: the package, tests and docs are in it
+  too_big = {name: size for name, size in sizes.items() if size > FILE_LIMIT_BYTES}
+  assert not too_big, too_big
+  assert sum(sizes.values()) <= TREE_LIMIT_BYTES, sum(sizes.values())
