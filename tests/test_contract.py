@@ -28,21 +28,31 @@ def test_runtime_imports_no_jax_or_mujoco():
   assert out.stdout.strip() == "[]", out.stdout
 
 
-def test_runtime_and_play_use_the_contract():
-  from mjxgap.deploy import play, runtime
-
-  assert runtime.contract is contract and play.contract is contract
-  q, v = np.array([0.9, 0.1, -0.3, 0.2]), np.array([0.3, -1.2, 0.7])
-  q /= np.linalg.norm(q)
-  np.testing.assert_array_equal(runtime.rotate_inverse(q, v), contract.rotate_inverse(q, v, np))
-
-
 def _mujoco_rotate_inverse(q, v):
   """R(q)^T v by MuJoCo: v rotated by the conjugate quaternion."""
   conj, out = np.zeros(4), np.zeros(3)
   mujoco.mju_negQuat(conj, q)
   mujoco.mju_rotVecQuat(out, np.asarray(v, np.float64), conj)
   return out
+
+
+def test_the_robot_sides_rotation_is_mujocos():
+  """`runtime.rotate_inverse`, what `mjxgap play` and the robot rotate base velocities and
+  gravity with, from plain lists and float32 inputs as a robot driver may give them, equals
+  MuJoCo's own rotation by the conjugate quaternion."""
+  from mjxgap.deploy import runtime
+
+  rng = np.random.default_rng(1)
+  for _ in range(50):
+    q = rng.normal(size=4)
+    q /= np.linalg.norm(q)
+    v = rng.normal(size=3) * 2
+    np.testing.assert_allclose(runtime.rotate_inverse(list(q), list(v)),
+                               _mujoco_rotate_inverse(q, v), rtol=0, atol=1e-12)
+    q32 = q.astype(np.float32)
+    np.testing.assert_allclose(runtime.rotate_inverse(q32, v),
+                               _mujoco_rotate_inverse(q32.astype(np.float64), v), rtol=0,
+                               atol=1e-12)
 
 
 def test_rotate_inverse_matches_mujoco_in_numpy_and_jax():

@@ -220,21 +220,35 @@ def test_export_holds_the_training_randomization(small_export):
   assert from_dict(spec["trained_with"]["randomization_spec"], "x") == PRESETS["nominal_dr"]()
 
 
-def test_sim_reference_from_the_export_alone_is_mjxgap_eval(small_export):
+def test_sim_reference_from_the_export_alone_is_mjxgap_eval(small_export, tmp_path):
   """The training env rebuilt from `policy.json` with `weights.npz` in JAX gives the episodes
-  `mjxgap eval` gives from the run's checkpoint (same seed: same resets and draws)."""
+  `mjxgap eval` gives from the run's checkpoint (same seed: same resets and draws): 4 s
+  episodes, long enough for the barely trained policy to fall in some and not in others, with
+  the same falls at the same times and the same tracking errors."""
+  import shutil
+
   from mjxgap.deploy.export import load_weights
   from mjxgap.evaluation.evaluate import evaluate
   from mjxgap.gap import mjx
 
   run, out = small_export
+  run = shutil.copytree(run, tmp_path / "run")  # evaluated on 4 s episodes as well
+  config = json.loads((run / "config.json").read_text())
+  config["task_overrides"]["episode_length_s"] = 4.0
+  (run / "config.json").write_text(json.dumps(config))
   spec = json.loads((out / "policy.json").read_text())
-  env = mjx.training_env(out, spec, 1.0)
+  env = mjx.training_env(out, spec, 4.0)
   eps = mjx.episodes(env, load_weights(out / "weights.npz"), 16, 7)
-  ref = evaluate(run, episodes=16, seed=7)
-  assert eps["survived"].mean() == ref["survived_fraction"]
+  ref = evaluate(run, episodes=16, seed=7, falls=True)
+  assert 0 < eps["fell"].sum() < 16, eps["length_s"]  # episodes that differ
   assert eps["fell"].mean() == ref["fall_rate"]
+  assert eps["survived"].mean() == ref["survived_fraction"]
+  fallen = np.flatnonzero(eps["fell"])
+  assert [f["episode"] for f in ref["falls"]] == fallen.tolist()
+  np.testing.assert_allclose([f["time_s"] for f in ref["falls"]], eps["length_s"][fallen],
+                             atol=1e-3)  # eval rounds its times to ms
   assert eps["length_s"].mean() / env.dt == pytest.approx(ref["episode_length"], rel=1e-6)
+  assert eps["tracking_error_mps"].mean() == pytest.approx(ref["lin_vel_error_mps"], rel=1e-5)
 
 
 def test_evaluation_samples_the_tasks_own_commands(small_export, tmp_path, monkeypatch):
@@ -360,19 +374,30 @@ def test_gap_report_of_a_run_folder(small_export, tmp_path, capsys):
 
 
 def test_sweep_reports_the_break_point(small_export, tmp_path, capsys):
-  """Survival 1 with no payload and 0 with 400 kg: the 50% crossing, interpolated linearly
-  between the two values, is at 200 kg, falling."""
+  """Payloads 0-400 kg in 5 points: survival falls from 1 to 0 somewhere inside, and the break
+  point is where the measured survival crosses 50%, between the two neighbouring points that
+  straddle it, not between the sweep's ends."""
   out = tmp_path / "sweep"
   code, printed, err = run_cli(["gap", str(small_export[1]), "--reality", "sim2sim",
-                                "--sweep", "payload_kg=0:400:2", "--episodes", "4",
+                                "--sweep", "payload_kg=0:400:5", "--episodes", "4",
                                 "--seconds", "1", "--out", str(out)], capsys)
   assert code == 0, err
   sweep = json.loads((out / "gap.json").read_text())["sweeps"][0]
-  assert [p["metrics"]["survival"]["value"] for p in sweep["points"]] == [1.0, 0.0]
-  assert sweep["break_points"] == [{"value": 200.0, "between": [0.0, 400.0],
+  values = [p["value"] for p in sweep["points"]]
+  survival = [p["metrics"]["survival"]["value"] for p in sweep["points"]]
+  assert values == [0.0, 100.0, 200.0, 300.0, 400.0]
+  assert survival[0] == 1.0 and survival[-1] == 0.0
+  assert all(a >= b for a, b in zip(survival, survival[1:])), survival  # falls monotonically
+  below = next(k for k, v in enumerate(survival) if v < 0.5)  # the first point under 50%
+  if survival[below - 1] == 0.5:  # a point on the level: the crossing is that point
+    expected, between = values[below - 1], [values[below - 2], values[below]]
+  else:  # by hand: the straight line between the two points that straddle 50%
+    (v0, v1), (s0, s1) = values[below - 1:below + 1], survival[below - 1:below + 1]
+    expected, between = v0 + (s0 - 0.5) / (s0 - s1) * (v1 - v0), [v0, v1]
+  assert sweep["break_points"] == [{"value": pytest.approx(expected), "between": between,
                                     "direction": "falls"}]
   assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-  assert "200 (falls" in (out / "gap.md").read_text()
+  assert f"{expected:.3g} (falls" in (out / "gap.md").read_text(), survival
 
 
 def test_mjx_simulator_runs_a_profile_and_says_what_it_omits(small_export, tmp_path, capsys):

@@ -68,6 +68,16 @@ def test_delay_ms_quantised_to_physics_step():
   assert np.asarray(steps).tolist() == [0, 0, 1, 2, 7, 10]
 
 
+@pytest.mark.parametrize("physics_step_s", [0.002, 0.004, 0.005, 0.006, 1 / 300])
+def test_a_delay_of_exactly_k_physics_steps_is_k_steps(physics_step_s):
+  """k physics steps written in ms, as float32 (1/300 s and 6 ms have no exact binary form),
+  are k steps: not k - 1 from a product or quotient landing a hair below k."""
+  k = np.arange(0, 41)
+  delay_ms = (k * (physics_step_s * 1000.0)).astype(np.float32)
+  steps = latency.ms_to_steps(jnp.asarray(delay_ms), physics_step_s)
+  assert np.asarray(steps).tolist() == k.tolist()
+
+
 @pytest.fixture(scope="module")
 def delayed(builtin_robot):
   dr = DomainRandomization(action_delay_ms=(28.0, 28.0), obs_delay_ms=(8.0, 8.0))
