@@ -1,6 +1,7 @@
 """Slurm: job scripts, `mjxgap slurm submit|status`, multi-process training and preemption, on a
 real single-node Slurm brought up by `../shared/tools/slurm/slurm_up.sh` (skipped, with the
-reason, where it cannot be: not root, no script, no Debian packages)."""
+reason, where it cannot be: not root, no script, no Debian packages; a Slurm whose packages are
+installed and that does not start fails)."""
 
 import json
 import os
@@ -133,7 +134,10 @@ def slurm(tmp_path_factory):
                       text=True, timeout=600)
   if up.returncode != 0:
     subprocess.run(["bash", str(SLURM_TOOLS / "slurm_down.sh")], env=env)
-    pytest.skip(f"Slurm did not come up: {(up.stderr or up.stdout).strip()[-300:]}")
+    why = (up.stderr or up.stdout).strip()[-300:]
+    if all(shutil.which(daemon) for daemon in ("munged", "slurmctld", "slurmd")):
+      pytest.fail(f"Slurm is installed here but did not come up: {why}")  # a real failure
+    pytest.skip(f"Slurm's packages could not be installed: {why}")
   old = os.environ.get("SLURM_CONF")
   os.environ["SLURM_CONF"] = str(d / "slurm.conf")
   yield d
