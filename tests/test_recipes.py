@@ -179,6 +179,14 @@ def test_the_walking_training_preset_is_nominal_dr_with_low_friction_and_clean_e
   assert dataclasses.replace(walk, clean_sensing_prob=0.0, params=nominal.params) == nominal
 
 
+def test_the_standing_preset_is_nominal_dr_with_pushes_to_half_a_metre_per_second():
+  from mjxgap.sim.presets import PRESETS as DR
+
+  stand, nominal = DR["stand_training"](), DR["nominal_dr"]()
+  assert stand.push_velocity_mps == (0.1, 0.5) and nominal.push_velocity_mps == (0.1, 1.0)
+  assert dataclasses.replace(stand, push_velocity_mps=(0.1, 1.0)) == nominal
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--recipe", "walk_bultin"], "unknown recipe 'walk_bultin'; did you mean 'walk_builtin'?"),
     (["--recipe", "walk_builtin", "--task", "stand"], "the recipe names its own --task"),

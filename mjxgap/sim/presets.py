@@ -59,6 +59,11 @@ PRESETS = {
         PRESETS["nominal_dr"](), clean_sensing_prob=0.25, params=tuple(
             dataclasses.replace(p, low=0.3) if p.name == "friction" else p
             for p in nominal_dr())),
+    # the standing recipe's training and target: nominal_dr with pushes of at most 0.5 m/s,
+    # what a robot rides out in place; nominal_dr's pushes to 1 m/s take a step, which the
+    # stand task's pose and velocity terms penalise
+    "stand_training": lambda: dataclasses.replace(PRESETS["nominal_dr"](),
+                                                  push_velocity_mps=(0.1, 0.5)),
     "wide": lambda: DomainRandomization(
         params=wide_dr(), action_delay_ms=(0.0, 40.0), obs_delay_ms=(0.0, 20.0),
         delay_jitter_ms=4.0, obs_noise=tuple((k, 1.5 * v) for k, v in NOMINAL_NOISE),
