@@ -818,23 +818,39 @@ def test_adaptive_rate_keeps_the_rate_inside_the_kl_band():
     assert float(out["rate"]) == pytest.approx(rate) == float(out["end_rate"]), kl
 
 
-def test_rate_schedule_of_a_line_hand_computed():
-  """`rate_schedule` (an optax schedule made from the line a state holds) against the rates
+def test_learning_rate_of_a_line_hand_computed():
+  """`learning_rate` (optax's linear schedule over the line a state holds) against the rates
   written out by hand: a fresh linear run of 8 iterations from 1e-3 falls by 1.25e-4 each
   iteration to 0 and stays there; a constant one keeps 1e-3; the same run extended after
   iteration index 3 to 20 iterations falls from the 6.25e-4 it had reached by 6.25e-4 / 17 each
   iteration."""
-  from mjxgap.agent.trainer import rate_schedule
+  from mjxgap.agent.trainer import learning_rate
 
-  linear = rate_schedule({"start": 0, "end": 8, "rate": 1e-3, "end_rate": 0.0})
-  constant = rate_schedule({"start": 0, "end": 8, "rate": 1e-3, "end_rate": 1e-3})
-  extended = rate_schedule({"start": 3, "end": 20, "rate": 6.25e-4, "end_rate": 0.0})
+  line = lambda start, end, rate, end_rate: {"start": jnp.int32(start), "end": jnp.int32(end),
+                                             "rate": jnp.float32(rate),
+                                             "end_rate": jnp.float32(end_rate)}
+  linear, constant = line(0, 8, 1e-3, 0.0), line(0, 8, 1e-3, 1e-3)
+  extended = line(3, 20, 6.25e-4, 0.0)
   for i in range(24):
-    assert float(linear(i)) == pytest.approx(max(8 - i, 0) * 1.25e-4, rel=1e-6, abs=1e-12)
-    assert float(constant(i)) == pytest.approx(1e-3, rel=1e-7)
+    assert float(learning_rate(linear, i)) == pytest.approx(max(8 - i, 0) * 1.25e-4, rel=1e-6,
+                                                            abs=1e-12)
+    assert float(learning_rate(constant, i)) == pytest.approx(1e-3, rel=1e-7)
   for i in range(3, 24):  # the iterations the extended run computes
-    assert float(extended(i)) == pytest.approx(6.25e-4 * max(20 - i, 0) / 17, rel=1e-6,
-                                               abs=1e-12)
+    assert float(learning_rate(extended, i)) == pytest.approx(6.25e-4 * max(20 - i, 0) / 17,
+                                                              rel=1e-6, abs=1e-12)
+
+
+def test_runs_of_any_length_share_one_compiled_iteration():
+  """The horizon and the learning rate are data of the state, not constants of the program:
+  trainers of the same config for 2 and for 7 iterations, linear or constant rate, lower to
+  the same iteration and the same initial state (the compilation cache serves them all)."""
+  lowered = lambda t: (t.iteration.lower(t.init(0)).as_text(),
+                       jax.jit(t._init_unplaced).lower(
+                           jnp.int32(0), t._schedule(0, t.config.learning_rate)).as_text())
+  texts = {lowered(_toy_trainer(n, lr_schedule=schedule, learning_rate=rate))
+           for n, schedule, rate in ((2, "linear", 1e-3), (7, "linear", 1e-3),
+                                     (7, "constant", 3e-4))}
+  assert len(texts) == 1
 
 
 @pytest.mark.parametrize("schedule, refused", [("adaptive", True), ("constant", False)])

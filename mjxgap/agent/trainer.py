@@ -45,20 +45,21 @@ class TrainState(NamedTuple):
   iteration: jax.Array  # int32 (wraps after 2**31 iterations: never in practice)
   env_steps: jax.Array  # int32[2], a `counter`: exact past 2**31 steps
   curriculum: Any  # the curriculum's state (e.g. an ADRState); () without a curriculum
-  lr_schedule: Any  # {"start", "end", "rate", "end_rate"}: see `rate_schedule`, `adapt_to_kl`
+  lr_schedule: Any  # {"start", "end", "rate", "end_rate"}: see `learning_rate`, `adapt_to_kl`
 
 
-def rate_schedule(line) -> optax.Schedule:
-  """The learning rate of each iteration (0-based; every update of an iteration uses its rate)
-  as an optax schedule, from the line a state holds (host numbers): `rate` until iteration
-  `start`, then straight to `end_rate` at iteration `end` (the run's horizon), then `end_rate`.
-  A fresh run's line starts at 0 and ends at 0 (linear) or at `rate` (constant);
-  `Trainer.resume` restarts it where an extended run changes the horizon, so the rate never
-  jumps. The line lives in the state (checkpointed with it) because optax's schedules take
-  their step counts as Python numbers, fixed when the iteration is compiled."""
-  start, end = int(line["start"]), int(line["end"])
-  return optax.linear_schedule(float(line["rate"]), float(line["end_rate"]),
-                               transition_steps=max(end - start, 1), transition_begin=start)
+def learning_rate(line, iteration):
+  """The learning rate of `iteration` (0-based; every update of an iteration uses its rate) on
+  the line a state holds: `rate` until iteration `start`, then straight to `end_rate` at
+  iteration `end` (the run's horizon), then `end_rate`. A fresh run's line starts at 0 and ends
+  at 0 (linear) or at `rate` (constant); `Trainer.resume` restarts it where an extended run
+  changes the horizon, so the rate never jumps. It is optax's linear schedule over the run's
+  progress (0 at `start`, 1 at `end`): the line is data of the state, not constants of the
+  compiled iteration, so runs of any length share one program."""
+  start, end = line["start"], line["end"]
+  span = jnp.maximum(end - start, 1)
+  progress = jnp.clip(iteration - start, 0, span) / span
+  return optax.linear_schedule(line["rate"], line["end_rate"], transition_steps=1)(progress)
 
 
 def adapt_to_kl(schedule, approx_kl, kl_target: float):
@@ -119,10 +120,9 @@ class Trainer:
     self.critic = networks.make_critic(config.critic_hidden, config.activation)
     steps_per_iteration = config.num_envs * config.unroll_length
     self.num_iterations = max(1, math.ceil(total_steps / steps_per_iteration))
-    # Adam's direction; the step is scaled by the iteration's learning rate (`rate_schedule`)
+    # Adam's direction; the step is scaled by the iteration's learning rate (`learning_rate`)
     self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                                  optax.scale_by_adam())
-    self.learning_rate = rate_schedule(self._schedule(0, config.learning_rate))
 
   # ----------------------------------------------------------------------------------------
   # initial state and shardings
@@ -130,13 +130,15 @@ class Trainer:
   def init(self, seed: int) -> TrainState:
     """A fresh state on the mesh: initial networks, empty normalisers, reset envs (computed
     where it lives: every process runs the same program and keeps its devices' shards)."""
-    return jax.jit(self._init_unplaced, out_shardings=self.shardings())(jnp.int32(seed))
+    return jax.jit(self._init_unplaced, out_shardings=self.shardings())(
+        jnp.int32(seed), self._schedule(0, self.config.learning_rate))
 
   def init_abstract(self) -> TrainState:
     """The state's structure (for specs and checkpoint restore) without running anything."""
-    return jax.eval_shape(self._init_unplaced, jnp.int32(0))
+    return jax.eval_shape(self._init_unplaced, jnp.int32(0),
+                          self._schedule(0, self.config.learning_rate))
 
-  def _init_unplaced(self, seed: jax.Array) -> TrainState:
+  def _init_unplaced(self, seed: jax.Array, lr_schedule: dict) -> TrainState:
     key = jax.random.PRNGKey(seed)
     key, k_actor, k_critic, k_env = jax.random.split(key, 4)
     params = {
@@ -151,7 +153,7 @@ class Trainer:
         env_state=jax.vmap(self.env.reset)(jax.random.split(k_env, self.config.num_envs)),
         rng=key, iteration=jnp.zeros((), jnp.int32), env_steps=counter.of(0),
         curriculum=self.curriculum.init() if self.curriculum else (),
-        lr_schedule=self._schedule(0, self.config.learning_rate))
+        lr_schedule=lr_schedule)
 
   def _schedule(self, start, rate) -> dict:
     """The learning-rate line from `rate` at iteration `start` to this run's horizon."""
@@ -171,9 +173,7 @@ class Trainer:
       schedule = self._schedule(schedule["start"], self.config.learning_rate)
     elif self.config.lr_schedule == "linear" and int(schedule["end"]) != self.num_iterations:
       last = max(int(host_value(state.iteration)) - 1, 0)
-      schedule = self._schedule(last, float(rate_schedule(schedule)(last)))
-    self.learning_rate = rate_schedule(schedule)
-    self.__dict__.pop("iteration", None)  # compiled with the former schedule: compile anew
+      schedule = self._schedule(last, float(learning_rate(schedule, last)))
     return state._replace(lr_schedule=schedule)
 
   def _specs(self, state: TrainState) -> TrainState:
@@ -315,7 +315,7 @@ class Trainer:
                          estimate_target=(flat(tr["estimate_target"]) if self.estimate_size
                                           else None))
     lr = (state.lr_schedule["rate"] if cfg.lr_schedule == "adaptive"
-          else self.learning_rate(state.iteration))
+          else learning_rate(state.lr_schedule, state.iteration))
     params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
                                             jax.random.fold_in(k_sgd, device), lr)
     params = self._capped(params)
