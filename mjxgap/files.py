@@ -33,6 +33,18 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     raise
 
 
+def check_writable(path: str | os.PathLike) -> None:
+  """Refuses, before any work, an output file that could not be written: its nearest existing
+  folder must be a writable folder (a command's result is not computed to be lost)."""
+  path = pathlib.Path(path).absolute()
+  folder = path.parent
+  while not folder.exists():
+    folder = folder.parent
+  if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+    why = "Not a directory" if not folder.is_dir() else "Permission denied"
+    raise UserError(f"cannot write {path}: {why} ({folder})")
+
+
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
   write_atomic(path, json.dumps(obj, indent=2) + "\n")
 

@@ -12,6 +12,8 @@ import pytest
 from mjxgap.evaluation.bench import bench_env
 from mjxgap.cli import main
 
+from conftest import SMALL_RUN
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -55,8 +57,8 @@ def test_wheel_installs_and_trains_outside_the_repository(tmp_path):
   version = subprocess.run([str(venv / "bin" / "mjxgap"), "--version"], cwd=work,
                            capture_output=True, text=True, check=True).stdout
   assert version.strip() == f"mjxgap {meta['Version']}"
-  train = subprocess.run([str(venv / "bin" / "mjxgap"), "train", "--preset", "smoke",
-                          "--total-steps", "2048", "--out", "run", "--no-progress"],
+  # the smoke preset at the suite's small settings (SMALL_RUN: its compiled programs are shared)
+  train = subprocess.run([str(venv / "bin" / "mjxgap"), "train", *SMALL_RUN, "--out", "run"],
                          cwd=work, capture_output=True, text=True, timeout=900)
   assert train.returncode == 0, train.stderr[-2000:]
   assert json.loads(train.stdout.strip().splitlines()[-1])["complete"]
@@ -220,14 +222,18 @@ def test_rollout_writes_summary(tmp_path, capsys):
   assert [p.name for p in out.parent.iterdir()] == ["rollout.json"]  # no temporary left
 
 
-def test_unwritable_output_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("command", [["rollout", "--num-envs", "2", "--seconds", "0.02"],
+                                     ["eval", "no_such_run"]])
+def test_unwritable_output_one_line_before_any_work(command, tmp_path, capsys):
+  """An output under a file is refused before anything runs (not after a rollout, and before
+  `eval` even looks for its run)."""
   blocker = tmp_path / "file"
   blocker.write_text("")
   with pytest.raises(SystemExit) as e:
-    main(["rollout", "--num-envs", "2", "--seconds", "0.02", "--out", str(blocker / "x.json")])
+    main([*command, "--out", str(blocker / "sub" / "x.json")])
   assert e.value.code == 2
   err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and "cannot write" in err[0]
+  assert len(err) == 1 and "cannot write" in err[0] and "Not a directory" in err[0], err
 
 
 def test_bad_mujoco_gl_is_one_line_exit_2():

@@ -403,10 +403,10 @@ def test_sweep_reports_the_break_point(small_export, tmp_path, capsys):
 def test_mjx_simulator_runs_a_profile_and_says_what_it_omits(small_export, tmp_path, capsys):
   out = tmp_path / "mjx"
   code, _, err = run_cli(["gap", str(small_export[1]), "--reality", "typical", "--simulator",
-                          "mjx", "--episodes", "8", "--seconds", "1", "--out", str(out)], capsys)
+                          "mjx", "--episodes", "4", "--seconds", "1", "--out", str(out)], capsys)
   assert code == 0, err
   row = json.loads((out / "gap.json").read_text())["profiles"]["typical"]
-  assert row["metrics"]["episodes"] == 8 and "motor.model=reference" in row["mjx_omits"]
+  assert row["metrics"]["episodes"] == 4 and "motor.model=reference" in row["mjx_omits"]
   assert "MJX omits" in (out / "gap.md").read_text()
 
 

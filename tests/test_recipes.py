@@ -264,12 +264,20 @@ def test_progress_rate_leaves_out_what_is_older_than_its_window():
   assert recent_rate([(0.0, 0), (100.0, 500), (300.0, 1500)]) == pytest.approx(5.0)
 
 
-def test_select_chooses_on_validation_and_tests_once(small_export, tmp_path, capsys):
+def test_select_chooses_on_validation_and_tests_once(small_export, tmp_path, capsys,
+                                                     monkeypatch):
   """`mjxgap select` on a small stand run: every candidate screened at the screen seed, the
   best validated at the validation seed, the fewest validation falls chosen (recomputed here),
-  exported, and tested once at the test seed with the figures `mjxgap eval` gives."""
+  exported, and tested once at the test seed with the figures `mjxgap eval` gives. Validation
+  and test at the screen's 64 episodes (one compiled evaluation for all three)."""
+  import functools
+
   from mjxgap.evaluation import selection as s
 
+  monkeypatch.setattr(s, "Rule", functools.partial(s.Rule, validation_episodes=64))
+  target_of = s.target_of
+  monkeypatch.setattr(s, "target_of",
+                      lambda config: dataclasses.replace(target_of(config), episodes=64))
   run, _ = small_export
   out = tmp_path / "policy"
   code, stdout, err = run_cli(["select", str(run), "--out", str(out)], capsys)
@@ -296,7 +304,8 @@ def test_select_chooses_on_validation_and_tests_once(small_export, tmp_path, cap
              and validated[str(k)]["fall_rate"] <= 0.05] or [
                k for k in chosen["order"] if str(k) in validated]
   assert chosen["iteration"] == min(passing, key=lambda k: validated[str(k)]["fall_rate"])
-  reference = cli_eval(chosen["iteration"], 256, s.TEST_SEED)
+  assert {v["episodes"] for v in validated.values()} == {64}
+  reference = cli_eval(chosen["iteration"], 64, s.TEST_SEED)
   assert tested["seed"] == s.TEST_SEED not in s.VALIDATION_SEEDS
   for k in ("fall_rate", "lin_vel_error_mps", "episode_return"):
     assert tested["mjx"][k] == reference[k]

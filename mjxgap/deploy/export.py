@@ -263,17 +263,19 @@ def net_dir(config) -> pathlib.Path | None:
   return parse_actuator(config.actuator).net_dir
 
 
-def _recorded_observations(env, act, count: int, seed: int) -> np.ndarray:
-  """Observations the policy met driving the training env: `count` of them, several envs."""
+def _recorded_observations(env, act, weights, count: int, seed: int) -> np.ndarray:
+  """Observations the policy `act(weights, obs)` met driving the training env: `count` of
+  them, several envs. The weights are an argument of the compiled rollout, not constants: any
+  checkpoint of the env shares it."""
   n_envs = 8
   steps = -(-count // n_envs)
 
-  def run(key):
+  def run(key, weights):
     return vector.rollout(env, vector.reset(env, key, n_envs),
-                          lambda s, _: act(s.obs["state"]), steps,
+                          lambda s, _: act(weights, s.obs["state"]), steps,
                           record=lambda s, _, __: s.obs["state"])[1]
 
-  obs = np.asarray(jax.jit(run)(jax.random.PRNGKey(seed)))
+  obs = np.asarray(jax.jit(run)(jax.random.PRNGKey(seed), weights))
   return obs.reshape(-1, obs.shape[-1])[:count]
 
 
@@ -304,12 +306,13 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   model_bytes = model.SerializeToString()
 
   # parity: random observations around the normaliser's statistics, and recorded ones
-  act = jax.jit(trainer.policy_fn(state.params, state.obs_stats))
+  act = lambda weights, obs: trainer.policy_fn(*weights)(obs)
+  weights = (state.params, state.obs_stats)
   rng = np.random.default_rng(seed)
   random_obs = (policy.obs_mean + 3.0 * policy.obs_std
                 * rng.standard_normal((samples, policy.obs_mean.size))).astype(np.float32)
-  obs = np.concatenate([random_obs, _recorded_observations(env, act, samples, seed)])
-  reference = np.asarray(act(jnp.asarray(obs)))
+  obs = np.concatenate([random_obs, _recorded_observations(env, act, weights, samples, seed)])
+  reference = np.asarray(jax.jit(act)(weights, jnp.asarray(obs)))
   # the action clip, even where these actions do not reach it: the graph built with a clip at
   # the median |action| must give the reference clipped there (clip(clip(a, c), c') = clip(a, c')
   # for c' <= c)

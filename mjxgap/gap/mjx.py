@@ -117,7 +117,9 @@ def _totals(steps: dict) -> dict:
 
 
 def episodes(env, policy, n: int, seed: int) -> dict[str, np.ndarray]:
-  """`n` episodes of the exported policy (`export.ExportedPolicy`) in `env` (one each)."""
+  """`n` episodes of the exported policy (`export.ExportedPolicy`) in `env` (one each). Its
+  arrays are an argument of the compiled episodes, not constants: every policy of the same
+  shapes shares them."""
   from mjxgap.deploy.export import numpy_forward
 
   def record(_, nxt, __):
@@ -126,13 +128,15 @@ def episodes(env, policy, n: int, seed: int) -> dict[str, np.ndarray]:
             "yaw": nxt.metrics["yaw_rate_error_rad_s"],
             "tau": jnp.mean(nxt.pipeline_state.actuator_force ** 2, axis=-1)}
 
-  def run(key):
+  def run(key, arrays):
+    net = dataclasses.replace(policy, **arrays)
     state = vector.reset(env, key, n)
-    _, steps = vector.rollout(env, state, lambda s, _: numpy_forward(policy, s.obs["state"], jnp),
+    _, steps = vector.rollout(env, state, lambda s, _: numpy_forward(net, s.obs["state"], jnp),
                               env.episode_steps, record=record)
     return _totals(steps)
 
-  out = {k: np.asarray(v) for k, v in jax.jit(run)(jax.random.PRNGKey(seed)).items()}
+  arrays = {"obs_mean": policy.obs_mean, "obs_std": policy.obs_std, "layers": policy.layers}
+  out = {k: np.asarray(v) for k, v in jax.jit(run)(jax.random.PRNGKey(seed), arrays).items()}
   return {"survived": out["survived"], "fell": out["fell"], "diverged": out["diverged"],
           "length_s": out["length"] * env.dt, "tracking_error_mps": out["tracking_error_mps"],
           "yaw_rate_error_rad_s": out["yaw_rate_error_rad_s"],
