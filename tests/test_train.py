@@ -121,23 +121,6 @@ _KILLED_BEFORE_RENAME = textwrap.dedent("""
 """)
 
 
-def test_two_cpu_devices_with_many_worlds_each_do_not_hang(tmp_path):
-  """`--cpu-devices 2` with 128 worlds a device: each device's batched Cholesky factorisations
-  (MJX's solver) split over XLA's CPU pool and wait for the pieces; with one pool thread a
-  device (this 2-core machine's default) both waits took every thread and the run hung at 0%
-  CPU before its first iteration ended. `split_cpu` gives the pool two threads a device, so
-  the run finishes (a hang is killed at the timeout and fails)."""
-  env = {k: v for k, v in os.environ.items() if k != "PJRT_NPROC"}
-  proc = subprocess.run(
-      [sys.executable, "-m", "mjxgap", "train", "--task", "stand", "--dr", "nominal_dr",
-       "--preset", "smoke", "--num-envs", "256", "--cpu-devices", "2", "--total-steps", "10240",
-       "--out", str(tmp_path / "run"), "--no-progress"],
-      env=env, capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  summary = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert summary["complete"] and summary["devices"] == 2
-
-
 @pytest.mark.parametrize("worlds, widened", [(64, False), (102, False), (103, True),
                                              (None, True)])
 def test_split_cpu_widens_the_pool_only_where_lapack_splits(worlds, widened):
@@ -598,33 +581,33 @@ def test_bench_train_reports_learner_overhead(capsys):
     assert np.isfinite(r[key]) and r[key] > 0, key
 
 
-def test_two_forced_cpu_devices_train(tmp_path):
-  """The same command on two CPU devices (`--cpu-devices 2`): envs split, one replicated set of
-  weights, and an ADR curriculum whose reports are summed over both (t_high = 0: every full
-  buffer widens, so the bounds must move)."""
-  # the reading process below sees its two devices through XLA_FLAGS
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+def test_two_cpu_devices_with_many_worlds_each_train_without_hanging(tmp_path):
+  """`--cpu-devices 2`, 128 worlds a device: envs split, one replicated set of weights, and an
+  ADR curriculum whose reports are summed over both (t_high = 0: every full buffer widens, so
+  the bounds must move). With 128 worlds a device each device's batched Cholesky
+  factorisations (MJX's solver) split over XLA's CPU pool and wait for the pieces; with one
+  pool thread a device (this 2-core machine's default) both waits took every thread and the run
+  hung at 0% CPU before its first iteration ended. `split_cpu` gives the pool two threads a
+  device, so the run finishes (a hang is killed at the timeout and fails)."""
+  from mjxgap.runs import checkpoint
+
+  env = {k: v for k, v in os.environ.items() if k != "PJRT_NPROC"}
   dr = tmp_path / "adr.json"
   dr.write_text(json.dumps({"base": "nominal_dr", "adr": {
       "t_low": -1.0, "t_high": 0.0, "buffer_size": 1, "boundary_prob": 1.0,
       "params": {"kp": {"delta": 0.01}}}}))
-  p = subprocess.run([sys.executable, "-m", "mjxgap", "train", *SMALL, "--dr", str(dr), "--out",
-                      str(tmp_path / "r"), "--total-steps", str(4 * STEPS_PER_ITERATION),
-                      "--cpu-devices", "2"], capture_output=True, text=True, timeout=900)
+  p = subprocess.run([sys.executable, "-m", "mjxgap", "train", *SMALL, "--num-envs", "256",
+                      "--dr", str(dr), "--out", str(tmp_path / "r"),
+                      "--total-steps", str(4 * 256 * 16), "--cpu-devices", "2"],
+                     env=env, capture_output=True, text=True, timeout=900)
   assert p.returncode == 0, p.stderr[-3000:]
-  assert json.loads(p.stdout.splitlines()[-1])["devices"] == 2
+  summary = json.loads(p.stdout.splitlines()[-1])
+  assert summary["complete"] and summary["devices"] == 2
   rows = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
   assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
   assert all(np.isfinite(r["policy_loss"]) for r in rows)
   assert rows[-1]["adr/kp/high"] > 1.0 and rows[-1]["adr/kp/low"] < 1.0
-  code = ("import jax, json, sys; import mjxgap; from mjxgap.runs import checkpoint;"
-          "from mjxgap.runs.factory import make_trainer;"
-          "from mjxgap.runs.resume import load_config; r = sys.argv[1];"
-          "t = make_trainer(load_config(__import__('pathlib').Path(r)));"
-          "print(json.dumps([t.num_devices, checkpoint.steps(r)]))")
-  q = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], env=env,
-                     capture_output=True, text=True, timeout=300)
-  assert json.loads(q.stdout.splitlines()[-1]) == [2, [3, 4]], q.stderr[-2000:]
+  assert checkpoint.steps(tmp_path / "r") == [3, 4]
 
 
 # ------------------------------------------------------------------------------------------
