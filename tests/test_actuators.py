@@ -196,19 +196,32 @@ def test_net_actuator_in_a_randomized_delayed_rollout_from_the_cli(fitted, capsy
   assert net["mean_base_height_m"] == pytest.approx(pd["mean_base_height_m"], abs=0.02)
 
 
-def test_export_of_a_net_actuator_run_carries_the_network(fitted, tmp_path):
-  """A run trained with `--actuator net:DIR` exports the network's files byte for byte, and
-  `policy.json` names that copy (`net:actuator_net`), not the training machine's folder: the
-  gap's sim reference rebuilds the training env from the export alone, after DIR is gone."""
-  from conftest import SMALL_RUN, train_and_export
+def test_export_of_a_net_actuator_run_carries_the_network(fitted, tmp_path, capsys):
+  """A run with `--actuator net:DIR` (its initial checkpoint: what is exported does not depend
+  on training) exports the network's files byte for byte, and `policy.json` names that copy
+  (`net:actuator_net`), not the training machine's folder: the gap's sim reference rebuilds the
+  training env from the export alone, after DIR is gone."""
+  from cli_helper import run_cli
+  from mjxgap import __version__
   from mjxgap.gap.mjx import training_env
+  from mjxgap.runs import checkpoint, factory
+  from mjxgap.runs.config import PRESETS, apply_overrides
 
   _, _, _, fitted_folder = fitted
   net = tmp_path / "net"  # a copy this test may delete
   net.mkdir()
   for name in actuator_net.NET_FILES:
     (net / name).write_bytes((fitted_folder / name).read_bytes())
-  _, out = train_and_export(tmp_path, [*SMALL_RUN, "--actuator", f"net:{net}"])
+  config = apply_overrides(PRESETS["smoke"], [
+      "ppo.num_envs=8", "dr=nominal_dr", "task.episode_length_s=1.0", f"actuator=net:{net}"])
+  (tmp_path / "run").mkdir()
+  (tmp_path / "run" / "config.json").write_text(json.dumps(config.to_dict()))
+  saver = checkpoint.Checkpointer(tmp_path / "run")
+  saver.save(factory.make_trainer(config).init(0), config.to_dict(), __version__, {})
+  saver.close()
+  out = tmp_path / "out"
+  code, _, err = run_cli(["export", str(tmp_path / "run"), "--out", str(out)], capsys)
+  assert code == 0, err
   spec = json.loads((out / "policy.json").read_text())
   assert spec["trained_with"]["actuator"] == "net:actuator_net"
   assert spec["trained_with"]["actuator_files"] == "actuator_net"
