@@ -15,6 +15,7 @@ on the training env, only restores the checkpoint and gives the deterministic po
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 
 import jax
@@ -48,32 +49,21 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   config = without_training_aids(trained)
   if command is not None:
     config = fixed_command(config, command)
-  inputs = check(config)
+  check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
-  robot = load_robot(config.robot)
   eval_dr, eval_actuator = dr or config.dr, actuator or config.actuator
-  env = (inputs.env(robot) if (eval_dr, eval_actuator) == (config.dr, config.actuator)
-         else check(config, eval_dr, eval_actuator).env(robot))
-  # on the env it trained in (`make_trainer`'s default), training aids included: the saved
-  # state's shapes (a coarser physics step holds fewer steps of actuator latency)
-  trainer = make_trainer(trained)
-  iteration, adr_ranges, host_state = None, None, None
+  env, trainer, run = _evaluator(trained, config, eval_dr, eval_actuator, episodes)
+  iteration, adr_ranges, host_state, level = None, None, None, None
   if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):
     host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
     iteration = meta["iteration"]
-  # The network's weights are an argument, not constants of the program: every checkpoint of a
-  # config, and the zero-action baseline (zeros where the network's actions would be, its
-  # weights then placeholders), run one compiled evaluation.
+  # The network's weights (and an ADR run's reached ranges) are arguments, not constants of the
+  # program: every checkpoint of a config, and the zero-action baseline (zeros where the
+  # network's actions would be, its weights then placeholders), run one compiled evaluation.
   net = (host_state if host_state is not None
          else jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), trainer.init_abstract()))
   weights = (net.params, net.obs_stats, np.asarray(policy == "trained"))
-
-  def act(weights, obs):
-    params, obs_stats, trained = weights
-    return jnp.where(trained, trainer.policy_fn(params, obs_stats)(obs), 0.0)
-
-  reset = env.reset
   # the ranges the curriculum reached at the checkpoint, every episode over all of them
   if (env.adr is not None and host_state is not None
       and isinstance(host_state.curriculum, adr_lib.ADRState)):
@@ -81,28 +71,9 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
     adr_ranges = {p.name: [float(lo), float(hi)]
                   for p, lo, hi in zip(env.adr.params, adr.low, adr.high)}
     level = adr_lib.level(env.adr, adr, boundary_prob=0.0)
-    reset = lambda key: env.reset(key, level)
-
-  def run(key, weights):
-    state = jax.vmap(reset)(jax.random.split(key, episodes))
-    role = state.info["episode"].adr  # evaluating a bound: none expected
-    evaluators = jnp.zeros((), jnp.int32) if role is None else jnp.sum(role.param >= 0)
-    _, steps = vector.rollout(
-        env, state, lambda s, _: act(weights, s.obs["state"]), env.episode_steps,
-        record=lambda _, nxt, __: {"reward": nxt.reward, "done": nxt.done,
-                                   "fell": nxt.metrics["fell"],
-                                   "truncation": nxt.info["truncation"],
-                                   "command": nxt.info["command"],
-                                   **{k: nxt.metrics[k] for k in TRACKING_ERRORS},
-                                   **base_velocity(nxt.pipeline_state)})
-    sums = vector.first_episode_sums({k: v for k, v in steps.items() if k != "command"})
-    # the command of each episode's last step (its first `done`)
-    last = jnp.minimum(sums["length"].astype(jnp.int32), env.episode_steps) - 1
-    end_command = steps["command"][last, jnp.arange(episodes)]
-    return sums, end_command, evaluators, episode_draws(state.info["episode"])
 
   sums, end_command, evaluators, draws = jax.tree.map(
-      np.asarray, jax.jit(run)(jax.random.PRNGKey(seed), weights))
+      np.asarray, run(jax.random.PRNGKey(seed), weights, level))
   length = sums["length"]
   ret, fell, timed_out = sums["reward"], sums["fell"], sums["truncation"]
   lin, yaw = sums["lin_vel_error_mps"] / length, sums["yaw_rate_error_rad_s"] / length
@@ -145,6 +116,80 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
       **({"adr_ranges": adr_ranges, "adr_boundary_evaluators": int(evaluators)}
          if adr_ranges else {}),
   }
+
+
+_EVALUATORS: dict = {}  # a process's built evaluations, the most recent few
+
+
+def _evaluator(trained: TrainConfig, config: TrainConfig, eval_dr: str, eval_actuator: str,
+               episodes: int):
+  """(env, learner, compiled evaluation) of a config: built once a process and shared by every
+  checkpoint and seed evaluated with it (`mjxgap select` evaluates dozens). Keyed by the
+  configs and by the files they name as they are now (an edited robot or randomization file
+  builds anew)."""
+  settings = [trained.to_dict(), config.to_dict(), eval_dr, eval_actuator, episodes]
+  key = json.dumps([settings, _file_stamps(settings)], sort_keys=True, default=str)
+  if key not in _EVALUATORS:
+    if len(_EVALUATORS) >= 8:
+      _EVALUATORS.pop(next(iter(_EVALUATORS)))
+    _EVALUATORS[key] = _build_evaluator(trained, config, eval_dr, eval_actuator, episodes)
+  return _EVALUATORS[key]
+
+
+def _file_stamps(value) -> list:
+  """(path, modification time) of every file named by a string in `value`, and of the files
+  beside it (an MJCF's includes and meshes, an actuator network's files)."""
+  if isinstance(value, dict):
+    return [x for v in value.values() for x in _file_stamps(v)]
+  if isinstance(value, (list, tuple)):
+    return [x for v in value for x in _file_stamps(v)]
+  if not isinstance(value, str) or not value or len(value) > 4096:
+    return []
+  path = pathlib.Path(value.split(":", 1)[1] if value.startswith("net:") else value)
+  try:
+    folder = path if path.is_dir() else path.parent if path.is_file() else None
+    if folder is None:
+      return []
+    return [(str(f), f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file()]
+  except OSError:
+    return []
+
+
+def _build_evaluator(trained: TrainConfig, config: TrainConfig, eval_dr: str,
+                     eval_actuator: str, episodes: int):
+  inputs = check(config)
+  robot = load_robot(config.robot)
+  env = (inputs.env(robot) if (eval_dr, eval_actuator) == (config.dr, config.actuator)
+         else check(config, eval_dr, eval_actuator).env(robot))
+  # on the env it trained in (`make_trainer`'s default), training aids included: the saved
+  # state's shapes (a coarser physics step holds fewer steps of actuator latency)
+  trainer = make_trainer(trained)
+
+  def act(weights, obs):
+    params, obs_stats, trained = weights
+    return jnp.where(trained, trainer.policy_fn(params, obs_stats)(obs), 0.0)
+
+  def run(key, weights, level):
+    keys = jax.random.split(key, episodes)
+    state = jax.vmap(env.reset)(keys) if level is None else jax.vmap(
+        lambda k: env.reset(k, level))(keys)
+    role = state.info["episode"].adr  # evaluating a bound: none expected
+    evaluators = jnp.zeros((), jnp.int32) if role is None else jnp.sum(role.param >= 0)
+    _, steps = vector.rollout(
+        env, state, lambda s, _: act(weights, s.obs["state"]), env.episode_steps,
+        record=lambda _, nxt, __: {"reward": nxt.reward, "done": nxt.done,
+                                   "fell": nxt.metrics["fell"],
+                                   "truncation": nxt.info["truncation"],
+                                   "command": nxt.info["command"],
+                                   **{k: nxt.metrics[k] for k in TRACKING_ERRORS},
+                                   **base_velocity(nxt.pipeline_state)})
+    sums = vector.first_episode_sums({k: v for k, v in steps.items() if k != "command"})
+    # the command of each episode's last step (its first `done`)
+    last = jnp.minimum(sums["length"].astype(jnp.int32), env.episode_steps) - 1
+    end_command = steps["command"][last, jnp.arange(episodes)]
+    return sums, end_command, evaluators, episode_draws(state.info["episode"])
+
+  return env, trainer, jax.jit(run)
 
 
 BASE_VELOCITY = ("forward_velocity_mps", "lateral_velocity_mps", "yaw_rate_rad_s")
