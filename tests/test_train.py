@@ -508,6 +508,30 @@ def test_checkpoint_errors_one_line_exit_2(runs, tmp_path, capsys):
   assert code == 2 and "config.json" in err and err.count("\n") == 1, err
 
 
+def test_evaluations_are_built_once_until_a_named_file_changes(tmp_path, monkeypatch):
+  """`evaluate` reuses a config's built evaluation (env, learner, compiled episodes) for every
+  checkpoint and seed, and builds anew for other settings or once a file the config names (a
+  randomization file, a robot's folder) is edited."""
+  import os
+
+  from mjxgap.evaluation import evaluate as evaluate_lib
+  from mjxgap.runs.config import PRESETS
+
+  builds = []
+  monkeypatch.setattr(evaluate_lib, "_EVALUATORS", {})
+  monkeypatch.setattr(evaluate_lib, "_build_evaluator", lambda *a: builds.append(a) or a)
+  dr = tmp_path / "dr.json"
+  dr.write_text('{"base": "nominal_dr"}')
+  config = dataclasses.replace(PRESETS["smoke"], dr=str(dr))
+  for episodes in (8, 8, 16, 8):
+    evaluate_lib._evaluator(config, config, str(dr), "pd", episodes)
+  assert [a[-1] for a in builds] == [8, 16]
+  stamp = dr.stat().st_mtime_ns
+  os.utime(dr, ns=(stamp + 10**9, stamp + 10**9))  # edited a second later
+  evaluate_lib._evaluator(config, config, str(dr), "pd", 8)
+  assert [a[-1] for a in builds] == [8, 16, 8]
+
+
 def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   code, out, err = _cli(["eval", str(runs / "a"), "--episodes", "4"], capsys)
   assert code == 0, err
