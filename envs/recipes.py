@@ -65,7 +65,9 @@ RECIPES = {r.name: r for r in (
                     "run yet"),
     Recipe("stand_builtin", "the built-in robot keeps its balance under nominal_dr's physics "
            "and delays and pushes to 0.5 m/s (6 M env steps on 2 CPU cores)", STAND_BUILTIN,
-           Target(fall_rate=0.05, randomization="stand_training"), cpu_devices=2),
+           Target(fall_rate=0.05, randomization="stand_training"), cpu_devices=2,
+           expected="misses its target: seed 0's checkpoints fell in 14-25% of validation "
+                    "episodes (7% without pushes, delays or noise); not tested"),
     Recipe("walk_berkeley_humanoid", "Berkeley Humanoid walks (GPU-sized: 8,192 envs, "
            "150 M env steps)", WALK_BERKELEY, Target(lin_vel_error_mps=0.2, fall_rate=0.05)),
     Recipe("walk_g1", "Unitree G1 walks (GPU-sized: 8,192 envs, 200 M env steps)", WALK_G1,
