@@ -60,14 +60,15 @@ RECIPES = {r.name: r for r in (
     Recipe("walk_builtin", "the built-in robot walks: forward, backward, sideways, turning "
            "(25 M env steps, about 2 h on 2 CPU cores)", WALK_BUILTIN,
            Target(lin_vel_error_mps=0.2, fall_rate=0.05), cpu_devices=2,
-           expected="seed 0: test 0.186 m/s, 4.3% falls, all five native plays, chosen at "
-                    "22.5 M env steps (recipe of 8a0e6a6, tested at 0a4c497); seeds 1-2 not "
-                    "run yet"),
+           expected="seed 0, trained on the robot's former 3-iteration contact solve: test "
+                    "0.186 m/s, 4.3% falls, all five native plays (which it still passes), "
+                    "chosen at 22.5 M env steps; to be retrained on the current solve"),
     Recipe("stand_builtin", "the built-in robot keeps its balance under nominal_dr's physics "
            "and delays and pushes to 0.5 m/s (6 M env steps on 2 CPU cores)", STAND_BUILTIN,
            Target(fall_rate=0.05, randomization="stand_training"), cpu_devices=2,
-           expected="misses its target: seed 0's checkpoints fell in 14-25% of validation "
-                    "episodes (7% without pushes, delays or noise); not tested"),
+           expected="misses its target: seed 0's checkpoints fell in 11-19% of validation "
+                    "episodes, all after pushes beyond what it can absorb without a step "
+                    "(none without pushes); chosen at 3.0 M env steps, test 8.2% falls"),
     Recipe("walk_berkeley_humanoid", "Berkeley Humanoid walks (GPU-sized: 8,192 envs, "
            "150 M env steps)", WALK_BERKELEY, Target(lin_vel_error_mps=0.2, fall_rate=0.05)),
     Recipe("walk_g1", "Unitree G1 walks (GPU-sized: 8,192 envs, 200 M env steps)", WALK_G1,

@@ -91,11 +91,18 @@ def _bare_scan(model, data, targets):
   return jax.lax.scan(substep, data, targets)[1]
 
 
+BARE_STEPS = 32  # every reference runs this many steps and keeps its own: one compiled scan
+
+
 def bare_mjx_steps(model, data, targets):
   """(qpos, qvel) after each bare mjx.step fed `targets[i]` [nu] as its ctrl, in one jitted scan
   (a Python loop inside jit would compile a copy of mjx.step per target): the reference the
-  env's stepping is compared with."""
-  return _bare_scan(model, data, jnp.stack(targets))
+  env's stepping is compared with. Up to `BARE_STEPS` targets."""
+  n = len(targets)
+  assert 0 < n <= BARE_STEPS, n
+  padded = jnp.stack([*targets, *[targets[-1]] * (BARE_STEPS - n)])
+  qpos, qvel = _bare_scan(model, data, padded)
+  return qpos[:n], qvel[:n]
 
 
 def base_frame(quat_wxyz, v_world):

@@ -317,7 +317,7 @@ def test_a_run_trained_at_a_coarser_physics_step_evaluates_and_exports(small_exp
   saver.save(state, trained.to_dict(), __version__, {})
   saver.close()
 
-  code, out, err = run_cli(["eval", str(run), "--episodes", "4"], capsys)
+  code, out, err = run_cli(["eval", str(run), "--episodes", "64"], capsys)
   assert code == 0, err
   assert json.loads(out.strip().splitlines()[-1])["iteration"] == 0
   code, _, err = run_cli(["export", str(run), "--out", str(tmp_path / "exported")], capsys)

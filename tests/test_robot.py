@@ -1,5 +1,6 @@
 """Robot loading: the three sources, missing meshes, and every bad-robot error."""
 
+import copy
 import pathlib
 import shutil
 import subprocess
@@ -56,6 +57,38 @@ def test_builtin_feet_touch_floor_at_keyframe(builtin_robot):
     corners = [d.geom_xpos[g] + d.geom_xmat[g].reshape(3, 3) @ (np.array(s) * m.geom_size[g])
                for s in np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).T.reshape(-1, 3)]
     assert 0 <= min(c[2] for c in corners) < 1e-3
+
+
+def _hold_offset_pose(m: mujoco.MjModel, seed: int, friction: float, seconds: float):
+  """(lowest base height m, largest horizontal foot displacement m) of the robot holding its
+  keyframe targets plus U(-0.02, 0.02) rad per joint on a floor of the given friction."""
+  m.geom_friction[:, 0] = friction
+  d = mujoco.MjData(m)
+  mujoco.mj_resetDataKeyframe(m, d, 0)
+  d.ctrl[:] += np.random.default_rng(seed).uniform(-0.02, 0.02, m.nu)
+  feet = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, f"{s}_foot") for s in ("left", "right")]
+  mujoco.mj_forward(m, d)
+  start, lowest = d.xpos[feet, :2].copy(), d.qpos[2]
+  for _ in range(round(seconds / m.opt.timestep)):
+    mujoco.mj_step(m, d)
+    lowest = min(lowest, d.qpos[2])
+  return lowest, np.abs(d.xpos[feet, :2] - start).max()
+
+
+def test_builtin_holds_an_offset_pose_on_a_slippery_floor(builtin_robot):
+  """Stance targets a few hundredths of a radian off the keyframe (nominal_dr's default-pose
+  offsets) on a floor of friction 0.4: the feet move no more than under a converged contact
+  solve (50 Newton iterations). With too few iterations the two stance legs' disagreement
+  slides the feet by centimetres and the robot falls (3 iterations: 20-50 mm, half fall)."""
+  converged = copy.deepcopy(builtin_robot.mj_model)
+  converged.opt.iterations, converged.opt.ls_iterations, converged.opt.tolerance = 50, 50, 1e-12
+  for seed in range(8):
+    low, slide = _hold_offset_pose(copy.deepcopy(builtin_robot.mj_model), seed, 0.4, 10.0)
+    low_ref, slide_ref = _hold_offset_pose(copy.deepcopy(converged), seed, 0.4, 10.0)
+    assert low_ref > 0.75 and slide_ref < 0.01, "the reference itself must stand still"
+    assert low > 0.75, f"seed {seed}: fell (base down to {low:.3f} m)"
+    assert abs(slide - slide_ref) < 0.003, f"seed {seed}: feet slid {slide * 1e3:.1f} mm, " \
+                                           f"converged {slide_ref * 1e3:.1f} mm"
 
 
 @needs_shared

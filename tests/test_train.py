@@ -533,10 +533,11 @@ def test_evaluations_are_built_once_until_a_named_file_changes(tmp_path, monkeyp
 
 
 def test_eval_prints_json_metrics(runs, capsys, tmp_path):
-  code, out, err = _cli(["eval", str(runs / "a"), "--episodes", "4"], capsys)
+  # 64 episodes: the program `select` evaluates this config with (compiled once a suite)
+  code, out, err = _cli(["eval", str(runs / "a"), "--episodes", "64"], capsys)
   assert code == 0, err
   r = json.loads(out)
-  assert r["iteration"] == 4 and r["episodes"] == 4 and r["max_episode_length"] == 50
+  assert r["iteration"] == 4 and r["episodes"] == 64 and r["max_episode_length"] == 50
   assert 0 < r["episode_length"] <= 50
   assert 0.0 <= r["survived_fraction"] <= 1.0 and 0.0 <= r["fall_rate"] <= 1.0 and "falls" not in r
   # the zero-action baseline on the nominal robot (no randomization) stands for the whole 1 s

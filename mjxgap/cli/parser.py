@@ -7,6 +7,7 @@ import math
 import textwrap
 
 from mjxgap.errors import UserError
+from mjxgap.files import check_writable
 
 DESCRIPTION = ("Train humanoid locomotion policies in MuJoCo MJX that survive the move to a\n"
                "real robot. `mjxgap COMMAND --help` tells what each command takes.")
@@ -69,6 +70,15 @@ def _positive_int(text: str) -> int:
   if value < 1:
     raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
   return value
+
+
+def _json_out(text: str) -> str:
+  """A result file to write at the end, refused now if it could not be written then."""
+  try:
+    check_writable(text)
+  except UserError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
+  return text
 
 
 def _positive_float(text: str) -> float:
@@ -152,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--action-std", type=_positive_float, default=0.3,
                  help="std of the Gaussian random actions, in action units (default 0.3)")
   p.add_argument("--seed", type=int, default=0, help=SEED_HELP)
-  p.add_argument("--out", help="also write the JSON summary to this file")
+  p.add_argument("--out", type=_json_out, help="also write the JSON summary to this file")
 
   p = _command(sub, "train", help="train a PPO policy (or continue one with --resume)",
                names=_train_names)
@@ -232,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--command", dest="velocity_command", type=_velocity_command, default=None,
                  help="one command for every whole episode: forward m/s, lateral m/s, yaw rad/s "
                       "(default: the task's, resampled as in training)")
-  p.add_argument("--out", help="also write the JSON result to this file")
+  p.add_argument("--out", type=_json_out, help="also write the JSON result to this file")
 
   bench = _command(sub, "bench", help="throughput benchmarks")
   bsub = bench.add_subparsers(dest="bench_command", required=True, parser_class=_Parser)
@@ -244,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--repeats", type=_positive_int, default=3,
                  help="timed runs; the best is reported (default 3)")
   p.add_argument("--seed", type=int, default=0, help=SEED_HELP)
-  p.add_argument("--out", help="also write the JSON result to this file")
+  p.add_argument("--out", type=_json_out, help="also write the JSON result to this file")
   p = _command(bsub, "train", help="training steps/s versus rollout-only steps/s")
   _add_robot_task(p)
   p.add_argument("--preset", default="cpu", help="training preset whose learner is timed")
@@ -254,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                  help="a config field, as for train (e.g. ppo.num_epochs=8); repeatable")
   p.add_argument("--seed", type=int, default=0, help=SEED_HELP)
-  p.add_argument("--out", help="also write the JSON result to this file")
+  p.add_argument("--out", type=_json_out, help="also write the JSON result to this file")
 
   p = _command(sub, "export", help="export a run's policy for a robot: policy.onnx, "
                                     "policy.json, weights.npz")
@@ -284,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
                  help="add Gaussian noise of this std to each action, as training's exploration "
                       "does (a diagnosis: does a gait rely on the noise?); default 0")
   p.add_argument("--seed", type=int, default=0, help="the noise's draw")
-  p.add_argument("--out", help="also write the JSON result to this file")
+  p.add_argument("--out", type=_json_out, help="also write the JSON result to this file")
 
   p = _command(sub, "gap", help="the sim-to-real gap: an exported policy in held-out reality "
                                  "profiles (native MuJoCo) against its training simulation")

@@ -49,11 +49,11 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   config = without_training_aids(trained)
   if command is not None:
     config = fixed_command(config, command)
-  check(config)
+  inputs = check(config)
   if policy not in ("trained", "zero"):
     raise UserError(f"--policy must be trained or zero, got {policy!r}")
   eval_dr, eval_actuator = dr or config.dr, actuator or config.actuator
-  env, trainer, run = _evaluator(trained, config, eval_dr, eval_actuator, episodes)
+  env, trainer, run = _evaluator(trained, config, inputs, eval_dr, eval_actuator, episodes)
   iteration, adr_ranges, host_state, level = None, None, None, None
   if policy == "trained" or (env.adr is not None and checkpoint.steps(run_dir)):
     host_state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
@@ -121,8 +121,8 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
 _EVALUATORS: dict = {}  # a process's built evaluations, the most recent few
 
 
-def _evaluator(trained: TrainConfig, config: TrainConfig, eval_dr: str, eval_actuator: str,
-               episodes: int):
+def _evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,
+               eval_actuator: str, episodes: int):
   """(env, learner, compiled evaluation) of a config: built once a process and shared by every
   checkpoint and seed evaluated with it (`mjxgap select` evaluates dozens). Keyed by the
   configs and by the files they name as they are now (an edited robot or randomization file
@@ -132,7 +132,8 @@ def _evaluator(trained: TrainConfig, config: TrainConfig, eval_dr: str, eval_act
   if key not in _EVALUATORS:
     if len(_EVALUATORS) >= 8:
       _EVALUATORS.pop(next(iter(_EVALUATORS)))
-    _EVALUATORS[key] = _build_evaluator(trained, config, eval_dr, eval_actuator, episodes)
+    _EVALUATORS[key] = _build_evaluator(trained, config, inputs, eval_dr, eval_actuator,
+                                         episodes)
   return _EVALUATORS[key]
 
 
@@ -155,9 +156,9 @@ def _file_stamps(value) -> list:
     return []
 
 
-def _build_evaluator(trained: TrainConfig, config: TrainConfig, eval_dr: str,
+def _build_evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,
                      eval_actuator: str, episodes: int):
-  inputs = check(config)
+  """`inputs`: what `check(config)` resolved."""
   robot = load_robot(config.robot)
   env = (inputs.env(robot) if (eval_dr, eval_actuator) == (config.dr, config.actuator)
          else check(config, eval_dr, eval_actuator).env(robot))
