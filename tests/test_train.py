@@ -524,11 +524,11 @@ def test_evaluations_are_built_once_until_a_named_file_changes(tmp_path, monkeyp
   dr.write_text('{"base": "nominal_dr"}')
   config = dataclasses.replace(PRESETS["smoke"], dr=str(dr))
   for episodes in (8, 8, 16, 8):
-    evaluate_lib._evaluator(config, config, str(dr), "pd", episodes)
+    evaluate_lib._evaluator(config, config, None, str(dr), "pd", episodes)
   assert [a[-1] for a in builds] == [8, 16]
   stamp = dr.stat().st_mtime_ns
   os.utime(dr, ns=(stamp + 10**9, stamp + 10**9))  # edited a second later
-  evaluate_lib._evaluator(config, config, str(dr), "pd", 8)
+  evaluate_lib._evaluator(config, config, None, str(dr), "pd", 8)
   assert [a[-1] for a in builds] == [8, 16, 8]
 
 
