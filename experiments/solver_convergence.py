@@ -33,8 +33,6 @@ SECONDS = 10.0
 
 
 def _model(options: dict):
-  import mujoco
-
   from mjxgap.robot import load_robot
 
   m = load_robot("builtin").mj_model
@@ -55,14 +53,14 @@ def _native(options: dict, friction, offsets) -> tuple[list[float], list[float]]
   import mujoco
   import numpy as np
 
+  m = _model(options)
+  feet = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, f"{s}_foot") for s in ("left", "right")]
+  d = mujoco.MjData(m)
   lows, slides = [], []
   for f, off in zip(friction, offsets):
-    m = _model(options)
-    m.geom_friction[:, 0] = f
-    d = mujoco.MjData(m)
+    m.geom_friction[:, 0] = f  # every geom's, so nothing of the previous episode is left
     mujoco.mj_resetDataKeyframe(m, d, 0)
     d.ctrl[:] += off
-    feet = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, f"{s}_foot") for s in ("left", "right")]
     mujoco.mj_forward(m, d)
     start, low = d.xpos[feet, :2].copy(), d.qpos[2]
     for _ in range(round(SECONDS / m.opt.timestep)):
