@@ -3,7 +3,8 @@
 A page holds a marker comment that `on_page_markdown` replaces:
 `<!-- mjxgap:cli -->` (every command's `--help`), `<!-- mjxgap:config NAME -->` (a config
 dataclass's fields: type, default and the comment beside each), `<!-- mjxgap:api -->` (the
-public API, rendered by mkdocstrings from the docstrings).
+public API, rendered by mkdocstrings from the docstrings), `<!-- mjxgap:throughput -->` (the
+throughput tables, from the JSON `experiments/throughput.py` writes).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import argparse
 import dataclasses
 import importlib
 import inspect
+import json
+import pathlib
 import re
 import textwrap
 
@@ -94,7 +97,57 @@ def _api() -> str:
   return "\n".join(lines)
 
 
+THROUGHPUT = pathlib.Path(__file__).resolve().parents[1] / "experiments/results/throughput.json"
+# table name -> its heading, and its columns: (header, how a row's result gives the cell)
+_n = lambda key, digits=0: lambda r: f"{r[key]:,.{digits}f}"
+_MB = lambda r: f"{r['peak_memory_bytes'] / 1e6:,.1f} MB"
+THROUGHPUT_TABLES = {
+    "robots": ("Env step against bare physics, per robot (`stand`, no randomization, 256 worlds, "
+               "zero actions, auto-reset)", [
+        ("robot", lambda r: r["robot"]), ("substeps", lambda r: str(r["n_substeps"])),
+        ("env steps/s", _n("env_steps_per_s")), ("physics steps/s", _n("physics_steps_per_s")),
+        ("bare `mjx.step` steps/s", _n("raw_physics_steps_per_s")),
+        ("overhead", _n("overhead", 3)), ("compile (s)", _n("compile_s", 1))]),
+    "randomization": ("The cost of randomization and of the task (built-in robot, 256 worlds)", [
+        ("task", lambda r: r["task"]), ("`--dr`", lambda r: f"`{r['dr']}`"),
+        ("env steps/s", _n("env_steps_per_s")), ("overhead", _n("overhead", 3)),
+        ("per-world model bytes", _n("bytes_per_env")), ("compile (s)", _n("compile_s", 1))]),
+    "learner": ("What learning costs (`mjxgap bench train`, 5 iterations)", [
+        ("task", lambda r: r["task"]), ("`--dr`", lambda r: f"`{r['dr']}`"),
+        ("envs", _n("num_envs")), ("train env steps/s", _n("train_steps_per_s")),
+        ("rollout-only env steps/s", _n("rollout_steps_per_s")),
+        ("learner overhead", _n("learner_overhead", 2)),
+        ("time to first iteration (s)", _n("time_to_first_iteration_s", 1))]),
+    "scale": ("Throughput and memory against the number of worlds (`stand`, no randomization, "
+              "one timed run of 10 steps)", [
+        ("worlds", _n("num_envs")), ("env steps/s", _n("env_steps_per_s")),
+        ("bare `mjx.step` / substeps", lambda r: f"{r['raw_physics_steps_per_s'] / r['n_substeps']:,.0f}"),
+        ("peak memory", _MB), ("per world (B)", _n("peak_memory_bytes_per_env")),
+        ("env state per world (B)", _n("state_bytes_per_env"))]),
+}
+
+
+def _throughput(path: pathlib.Path = THROUGHPUT) -> str:
+  """The tables of a `throughput.py` JSON, each with its commands, machine and date."""
+  if not path.is_file():
+    return ("Not measured at this version: `python experiments/throughput.py --out "
+            "experiments/results/throughput.json`.\n")
+  data = json.loads(path.read_text())
+  versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
+  out = [f"`{data['command']}`: {data['machine']}, {data['cpus']} CPUs, {data['date']}; "
+         f"{versions}.\n"]
+  for name, rows in data["tables"].items():
+    title, columns = THROUGHPUT_TABLES[name]
+    out += [f"**{title}**\n", "| " + " | ".join(h for h, _ in columns) + " |",
+            "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(cell(row["result"]) for _, cell in columns) + " |" for row in rows]
+    out += ["", "```bash", *(row["command"] for row in rows), "```", ""]
+  return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
   markdown = markdown.replace("<!-- mjxgap:cli -->", _cli())
   markdown = markdown.replace("<!-- mjxgap:api -->", _api())
+  if "<!-- mjxgap:throughput -->" in markdown:
+    markdown = markdown.replace("<!-- mjxgap:throughput -->", _throughput())
   return re.sub(r"<!-- mjxgap:config (\w+) -->", lambda m: _config(m.group(1)), markdown)

@@ -73,6 +73,22 @@ def test_help_from_another_directory(tmp_path):
     assert command in p.stdout
 
 
+def test_a_reader_that_leaves_early_gets_no_traceback():
+  """`mjxgap recipes | head -1`: once the reader has closed the pipe, mjxgap stops quietly with
+  the shell's SIGPIPE status instead of a BrokenPipeError traceback. (The read end is closed
+  before mjxgap starts, so its first write breaks the pipe whatever the buffer's size.)"""
+  import os
+
+  read, write = os.pipe()
+  os.close(read)
+  try:
+    p = subprocess.run([sys.executable, "-m", "mjxgap", "recipes"], stdout=write,
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+  finally:
+    os.close(write)
+  assert p.returncode == 141 and p.stderr == "", p.stderr
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["bench", "env", "--num-envs", "0"], "--num-envs"),
     (["bench", "env", "--num-envs", "64,x"], "--num-envs"),

@@ -3,6 +3,7 @@ API (`import mjxgap`): every ```python block (a ```py block is a sketch that nee
 such as the robot-side loop). The documentation site builds with `mkdocs build --strict`, and
 the README stays a short manual, and the tracked tree stays small."""
 
+import json
 import os
 import pathlib
 import re
@@ -100,3 +101,41 @@ def test_the_tracked_tree_stays_small():
   too_big = {name: size for name, size in sizes.items() if size > FILE_LIMIT_BYTES}
   assert not too_big, too_big
   assert sum(sizes.values()) <= TREE_LIMIT_BYTES, sum(sizes.values())
+
+
+def test_throughput_tables_render_each_measurement_with_its_command(tmp_path):
+  """The results page's throughput tables come from `experiments/throughput.py`'s JSON: one
+  row per command, the figures as measured (formatted, not recomputed, except the bare-physics
+  rate per control step), the commands printed under each table; every table the script
+  measures has a renderer."""
+  import importlib.util
+  import sys
+
+  def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+  hooks = load("docs_hooks", REPO / "docs/hooks.py")
+  sys.path.insert(0, str(REPO / "experiments"))
+  try:
+    script = load("throughput_script", REPO / "experiments/throughput.py")
+  finally:
+    sys.path.remove(str(REPO / "experiments"))
+  tables = script.commands(["builtin", "g1.xml"])
+  assert set(tables) == set(hooks.THROUGHPUT_TABLES)
+  assert [c[c.index("--robot") + 1] for c in tables["robots"]] == ["builtin", "g1.xml"]
+  scale = {"robot": "mjxgap_humanoid", "n_substeps": 5, "num_envs": 1024,
+           "env_steps_per_s": 3104.4, "raw_physics_steps_per_s": 17975.0,
+           "peak_memory_bytes": 20_200_000, "peak_memory_bytes_per_env": 19693,
+           "state_bytes_per_env": 19598}
+  data = {"command": "python experiments/throughput.py --out x.json", "machine": "x86_64, Linux",
+          "cpus": 2, "date": "2026-12-06", "versions": {"jax": "0.10.2"},
+          "tables": {"scale": [{"command": "mjxgap bench env --num-envs 1024", "result": scale}]}}
+  path = tmp_path / "throughput.json"
+  path.write_text(json.dumps(data))
+  text = hooks._throughput(path)
+  assert "| 1,024 | 3,104 | 3,595 | 20.2 MB | 19,693 | 19,598 |" in text  # 17,975 / 5
+  assert "mjxgap bench env --num-envs 1024" in text and "2 CPUs, 2026-12-06; jax 0.10.2" in text
+  assert "Not measured" in hooks._throughput(tmp_path / "missing.json")

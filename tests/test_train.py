@@ -510,26 +510,37 @@ def test_checkpoint_errors_one_line_exit_2(runs, tmp_path, capsys):
 
 def test_evaluations_are_built_once_until_a_named_file_changes(tmp_path, monkeypatch):
   """`evaluate` reuses a config's built evaluation (env, learner, compiled episodes) for every
-  checkpoint and seed, and builds anew for other settings or once a file the config names (a
-  randomization file, a robot's folder) is edited."""
+  checkpoint and seed, and builds anew for other settings, once a randomization file says
+  something else (not merely touched), or once a file of the robot's folder is edited."""
   import os
+  import shutil
 
   from mjxgap.evaluation import evaluate as evaluate_lib
+  from mjxgap.robot import builtin_asset_dir
   from mjxgap.runs.config import PRESETS
 
   builds = []
   monkeypatch.setattr(evaluate_lib, "_EVALUATORS", {})
   monkeypatch.setattr(evaluate_lib, "_build_evaluator", lambda *a: builds.append(a) or a)
+  robot_dir = shutil.copytree(builtin_asset_dir() / "mjxgap_humanoid", tmp_path / "robot")
   dr = tmp_path / "dr.json"
   dr.write_text('{"base": "nominal_dr"}')
-  config = dataclasses.replace(PRESETS["smoke"], dr=str(dr))
-  for episodes in (8, 8, 16, 8):
+  config = dataclasses.replace(PRESETS["smoke"], dr=str(dr), robot=str(robot_dir / "scene.xml"))
+
+  def evaluate(episodes=8):
     evaluate_lib._evaluator(config, config, None, str(dr), "pd", episodes)
-  assert [a[-1] for a in builds] == [8, 16]
-  stamp = dr.stat().st_mtime_ns
-  os.utime(dr, ns=(stamp + 10**9, stamp + 10**9))  # edited a second later
-  evaluate_lib._evaluator(config, config, None, str(dr), "pd", 8)
-  assert [a[-1] for a in builds] == [8, 16, 8]
+    return [a[-1] for a in builds]
+
+  for episodes in (8, 8, 16, 8):
+    evaluate(episodes)
+  assert evaluate() == [8, 16]
+  later = dr.stat().st_mtime_ns + 10**9
+  os.utime(dr, ns=(later, later))  # touched, the same spec
+  assert evaluate() == [8, 16]
+  dr.write_text('{"base": "stand_training"}')  # another spec
+  assert evaluate() == [8, 16, 8]
+  os.utime(robot_dir / "robot.xml", ns=(later, later))  # an include of the robot edited
+  assert evaluate() == [8, 16, 8, 8]
 
 
 def test_eval_prints_json_metrics(runs, capsys, tmp_path):

@@ -297,6 +297,9 @@ def main(argv: list[str] | None = None) -> None:
     code = 130
   except _Terminated:
     code = 143
+  except BrokenPipeError:  # stdout's reader left (`mjxgap recipes | head -1`): stop quietly
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush
+    code = 141  # as a shell reports SIGPIPE
   finally:
     signal.signal(signal.SIGTERM, previous)
   if code in (130, 143) and argv is None:  # stopped, from the command line

@@ -29,11 +29,11 @@ from mjxgap.env.task import TRAINING_AIDS
 from mjxgap.errors import UserError
 from mjxgap.evaluation import stats
 from mjxgap.runs import checkpoint
-from mjxgap.robot import load_robot
+from mjxgap.robot import load_robot, resolve_robot_path
 from mjxgap.runs.factory import (check, make_trainer, robot_name, task_config,
                                  without_training_aids)
 from mjxgap.runs.config import TrainConfig
-from mjxgap.runs.resume import load_config_at
+from mjxgap.runs.resume import fingerprints, load_config_at
 from mjxgap.sim import adr as adr_lib
 
 
@@ -125,10 +125,12 @@ def _evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,
                eval_actuator: str, episodes: int):
   """(env, learner, compiled evaluation) of a config: built once a process and shared by every
   checkpoint and seed evaluated with it (`mjxgap select` evaluates dozens). Keyed by the
-  configs and by the files they name as they are now (an edited robot or randomization file
+  configs and by what the files they name hold now (an edited robot or randomization file
   builds anew)."""
   settings = [trained.to_dict(), config.to_dict(), eval_dr, eval_actuator, episodes]
-  key = json.dumps([settings, _file_stamps(settings)], sort_keys=True, default=str)
+  evaluated = dataclasses.replace(config, dr=eval_dr, actuator=eval_actuator)
+  key = json.dumps([settings, fingerprints(trained), fingerprints(evaluated),
+                    _robot_stamp(config.robot)], sort_keys=True, default=str)
   if key not in _EVALUATORS:
     if len(_EVALUATORS) >= 8:
       _EVALUATORS.pop(next(iter(_EVALUATORS)))
@@ -137,23 +139,11 @@ def _evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,
   return _EVALUATORS[key]
 
 
-def _file_stamps(value) -> list:
-  """(path, modification time) of every file named by a string in `value`, and of the files
-  beside it (an MJCF's includes and meshes, an actuator network's files)."""
-  if isinstance(value, dict):
-    return [x for v in value.values() for x in _file_stamps(v)]
-  if isinstance(value, (list, tuple)):
-    return [x for v in value for x in _file_stamps(v)]
-  if not isinstance(value, str) or not value or len(value) > 4096:
-    return []
-  path = pathlib.Path(value.split(":", 1)[1] if value.startswith("net:") else value)
-  try:
-    folder = path if path.is_dir() else path.parent if path.is_file() else None
-    if folder is None:
-      return []
-    return [(str(f), f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file()]
-  except OSError:
-    return []
+def _robot_stamp(robot: str) -> list:
+  """(name, modification time) of the files in the robot's MJCF folder: its includes and meshes
+  with it (the randomization and actuator inputs are fingerprinted by content)."""
+  folder = resolve_robot_path(robot)[1].parent
+  return [(f.name, f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file()]
 
 
 def _build_evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,

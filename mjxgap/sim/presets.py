@@ -59,9 +59,9 @@ PRESETS = {
         PRESETS["nominal_dr"](), clean_sensing_prob=0.25, params=tuple(
             dataclasses.replace(p, low=0.3) if p.name == "friction" else p
             for p in nominal_dr())),
-    # the standing recipe's training and target: nominal_dr with pushes of at most 0.5 m/s,
-    # what a robot rides out in place; nominal_dr's pushes to 1 m/s take a step, which the
-    # stand task's pose and velocity terms penalise
+    # nominal_dr with pushes of at most 0.5 m/s: the `stand` task's policies, which keep their
+    # feet in place, ride out most of them (not those past their capture point, about 0.4 m/s
+    # backward for the built-in robot); nominal_dr's pushes to 1 m/s take a step
     "stand_training": lambda: dataclasses.replace(PRESETS["nominal_dr"](),
                                                   push_velocity_mps=(0.1, 0.5)),
     "wide": lambda: DomainRandomization(
