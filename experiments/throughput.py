@@ -5,8 +5,8 @@
 
 Every measurement is an `mjxgap bench` command (printed before it runs; each compiles its own
 programs, no persistent cache): env steps/s against bare `mjx.step` per robot, the cost of each
-randomization preset and of the walk task, the learner's overhead for the two built-in recipes'
-learners, and env throughput and memory against the number of worlds. The JSON keeps each
+randomization preset and of the walk task, the learner's overhead (the `cpu` preset's, and
+the one `walk_builtin` and `stand_builtin` train with), and env throughput and memory against the number of worlds. The JSON keeps each
 command beside its result; docs/results.md renders its tables from it.
 """
 
@@ -21,7 +21,8 @@ import pathlib
 from common import fail, mjxgap, provenance
 
 REPEATS = "2"  # timed runs per command, the best kept
-# the walking recipe's learner (envs/recipes.py: WALK_BUILTIN), as `bench train` flags
+# the built-in recipes' learner (envs/recipes.py: WALK_BUILTIN) as `bench train` flags: keep in
+# step with the recipe (a `bench train --recipe` would name it once)
 WALK_LEARNER = ("--task", "walk", "--dr", "walk_training", "--num-envs", "128",
                 "--set", "ppo.discount=0.97", "--set", "ppo.entropy_cost=0.005",
                 "--set", "ppo.symmetry_cost=0.5", "--set", "ppo.symmetry_augmentation=true",
