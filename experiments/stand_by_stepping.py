@@ -20,6 +20,8 @@ import pathlib
 
 from common import fail, mjxgap, provenance
 from mjxgap.evaluation.selection import VALIDATION_SEED
+from mjxgap.files import write_json_atomic
+from mjxgap.runs import checkpoint
 
 
 def main() -> None:
@@ -32,15 +34,13 @@ def main() -> None:
   p.add_argument("--out", required=True, help="the JSON to write")
   args = p.parse_args()
   run, out = pathlib.Path(args.run), pathlib.Path(args.out)
-  if not (run / "config.json").is_file() or not (run / "checkpoints").is_dir():
+  steps = checkpoint.steps(run)
+  if not (run / "config.json").is_file() or not steps:
     fail(f"{run}: not a training run with checkpoints (config.json, checkpoints/)")
   if not out.parent.is_dir():
     fail(f"--out {out}: no such folder {out.parent}")
   config = json.loads((run / "config.json").read_text())
   per_iteration = config["ppo"]["num_envs"] * config["ppo"]["unroll_length"]
-  steps = sorted(int(s.name) for s in (run / "checkpoints").iterdir() if s.name.isdigit())
-  if not steps:
-    fail(f"{run}/checkpoints: no checkpoint")
   chosen, next_at = [], 0
   for s in steps:
     if s * per_iteration >= next_at:
@@ -62,9 +62,7 @@ def main() -> None:
   summary = {**provenance(), "run": str(run), "recipe": config.get("recipe"),
              "seed": config.get("seed"), "episodes": args.episodes,
              "validation_seed": VALIDATION_SEED, "rows": rows}
-  tmp = out.with_suffix(".tmp")
-  tmp.write_text(json.dumps(summary, indent=2) + "\n")
-  tmp.replace(out)
+  write_json_atomic(out, summary)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import pathlib
 
 from common import fail, mjxgap, provenance
+from mjxgap.files import write_json_atomic
 
 REPEATS = "2"  # timed runs per command, the best kept
 # the built-in recipes' learner (envs/recipes.py: WALK_BUILTIN) as `bench train` flags: keep in
@@ -70,9 +70,7 @@ def main() -> None:
             "tables": {
       name: [{"command": "mjxgap " + " ".join(cmd), "result": mjxgap(*cmd)} for cmd in rows]
       for name, rows in tables.items() if name in only}}
-  tmp = out.with_suffix(".tmp")
-  tmp.write_text(json.dumps(result, indent=2) + "\n")
-  tmp.replace(out)
+  write_json_atomic(out, result)
 
 
 if __name__ == "__main__":
