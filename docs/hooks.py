@@ -113,8 +113,11 @@ THROUGHPUT_TABLES = {
         ("env steps/s", _n("env_steps_per_s")), ("overhead", _n("overhead", 3)),
         ("per-world model bytes", _n("bytes_per_env")), ("compile (s)", _n("compile_s", 1))]),
     "learner": ("What learning costs (`mjxgap bench train`, 5 iterations)", [
+        ("learner", lambda r: f"`{r['recipe']}` recipe" if r.get("recipe")
+         else f"`{r['preset']}` preset"),
         ("task", lambda r: r["task"]), ("`--dr`", lambda r: f"`{r['dr']}`"),
-        ("envs", _n("num_envs")), ("train env steps/s", _n("train_steps_per_s")),
+        ("envs", _n("num_envs")), ("devices", _n("device_count")),
+        ("train env steps/s", _n("train_steps_per_s")),
         ("rollout-only env steps/s", _n("rollout_steps_per_s")),
         ("learner overhead", _n("learner_overhead", 2)),
         ("time to first iteration (s)", _n("time_to_first_iteration_s", 1))]),

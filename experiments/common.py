@@ -33,13 +33,30 @@ def fail(message: str) -> None:
 
 
 def provenance() -> dict:
-  """How, when and where a summary was made: the command line as typed, date, machine."""
+  """How, when and where a summary was made: the command line as typed, date, machine, and the
+  commit of the code that made it."""
   script = pathlib.Path(sys.argv[0])
   return {"command": f"python experiments/{script.name} " + " ".join(sys.argv[1:]),
           "date": time.strftime("%Y-%m-%d"),
-          "machine": f"{platform.processor() or platform.machine()}, {platform.system()}"}
+          "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+          "commit": _commit()}
 
 
+def _commit() -> str | None:
+  """The checkout's commit, "+changes" where its code differs from it (None outside git)."""
+  git = ["git", "-C", str(REPO)]
+  try:
+    head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], check=True, text=True,
+                          capture_output=True).stdout.strip()
+    changed = subprocess.run([*git, "status", "--porcelain", "--", "mjxgap", "envs",
+                              "experiments/*.py"], check=True, text=True,
+                             capture_output=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return None
+  return head + ("+changes" if changed else "")
+
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = pathlib.Path(__file__).with_name("results")
 
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import pathlib
 import sys
 import tempfile
 import time
 
 import mjxgap  # noqa: F401  (sets XLA flags before JAX starts)
 from common import provenance
+from mjxgap.files import write_json_atomic
 
 FULL = {"num_envs": 8192, "env_steps": 100, "train_envs": 8192, "train_iterations": 5,
         "walk_seconds": 180.0, "walk_set": []}
@@ -73,6 +73,7 @@ def main() -> None:
 
   from mjxgap.evaluation.bench import bench_env, bench_train
   from mjxgap.process import enable_compilation_cache
+  from mjxgap.runs import config as run_config
 
   enable_compilation_cache()
   device = jax.devices()[0]
@@ -88,15 +89,12 @@ def main() -> None:
   for dr in ("none", "nominal_dr"):
     step(f"env_{dr}", lambda: bench_env("builtin", "walk", sizes["num_envs"], sizes["env_steps"],
                                         repeats=2, randomization=dr))
-  step("train", lambda: bench_train("builtin", "walk", sizes["train_envs"],
-                                    sizes["train_iterations"], preset="gpu",
-                                    randomization="nominal_dr"))
+  learner = run_config.apply_overrides(run_config.preset("gpu"), [
+      "task=walk", "dr=nominal_dr", f"ppo.num_envs={sizes['train_envs']}"])
+  step("train", lambda: bench_train(learner, sizes["train_iterations"]))
   step("walk_builtin", lambda: _walk(sizes["walk_seconds"], sizes["walk_set"]))
   result["peak_memory_bytes"] = _peak_memory_bytes(device)
-  path = pathlib.Path(args.out)
-  tmp = path.with_suffix(".tmp")
-  tmp.write_text(json.dumps(result, indent=2) + "\n")
-  tmp.replace(path)
+  write_json_atomic(args.out, result)
   print(json.dumps({k: result[k] for k in ("device", "seconds", "peak_memory_bytes")}))
 
 

@@ -6,7 +6,8 @@
 Every measurement is an `mjxgap bench` command (printed before it runs; each compiles its own
 programs, no persistent cache): env steps/s against bare `mjx.step` per robot, the cost of each
 randomization preset and of the walk task, the learner's overhead (the `cpu` preset's, and
-the one `walk_builtin` and `stand_builtin` train with), and env throughput and memory against the number of worlds. The JSON keeps each
+the `walk_builtin` recipe's, which `stand_builtin` shares, on its own CPU devices), and env
+throughput and memory against the number of worlds. The JSON keeps each
 command beside its result; docs/results.md renders its tables from it.
 """
 
@@ -21,12 +22,6 @@ from common import fail, mjxgap, provenance
 from mjxgap.files import write_json_atomic
 
 REPEATS = "2"  # timed runs per command, the best kept
-# the built-in recipes' learner (envs/recipes.py: WALK_BUILTIN) as `bench train` flags: keep in
-# step with the recipe (a `bench train --recipe` would name it once)
-WALK_LEARNER = ("--task", "walk", "--dr", "walk_training", "--num-envs", "128",
-                "--set", "ppo.discount=0.97", "--set", "ppo.entropy_cost=0.005",
-                "--set", "ppo.symmetry_cost=0.5", "--set", "ppo.symmetry_augmentation=true",
-                "--set", "task.training_physics_step_s=0.005")
 SCALE_ENVS = (64, 256, 1024, 4096, 8192)
 
 
@@ -43,7 +38,7 @@ def commands(robots: list[str]) -> dict[str, list[tuple[str, ...]]]:
                        + [env("builtin", "walk", dr) for dr in ("none", "walk_training")],
       "learner": [("bench", "train", "--robot", "builtin", "--task", "stand", "--dr",
                    "stand_training", "--preset", "cpu", "--num-envs", "256"),
-                  ("bench", "train", "--robot", "builtin", "--preset", "cpu", *WALK_LEARNER)],
+                  ("bench", "train", "--recipe", "walk_builtin")],
       "scale": [env("builtin", "stand", "none", envs=n, steps=10, repeats="1")
                 for n in SCALE_ENVS],
   }

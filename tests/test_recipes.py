@@ -6,6 +6,7 @@ the first stage's iteration comes from the persistent compilation cache.
 
 import dataclasses
 import json
+import pathlib
 
 import jax
 import numpy as np
@@ -167,6 +168,36 @@ def test_a_recipe_run_records_its_name_hash_and_seed():
   assert a.recipe_sha256 == b.recipe_sha256 == r.sha256  # the seed is not the recipe
   changed = dataclasses.replace(r, config=apply_overrides(r.config, ["ppo.num_envs=64"]))
   assert changed.sha256 != r.sha256
+
+
+def test_bench_train_times_the_config_train_would_run():
+  """`bench train` resolves its flags as `train` does, with the `cpu` preset by default."""
+  from mjxgap.cli.commands import _train_config
+  from mjxgap.cli.parser import build_parser
+
+  resolve = lambda argv, **kw: _train_config(build_parser().parse_args(argv), **kw)
+  flags = ["--recipe", "walk_builtin", "--num-envs", "8", "--set", "ppo.num_epochs=2"]
+  bench = resolve(["bench", "train", *flags], default_preset="cpu")
+  assert bench == resolve(["train", *flags])
+  assert (bench.recipe, bench.ppo.num_envs, bench.ppo.num_epochs) == ("walk_builtin", 8, 2)
+  assert bench.stages == recipe("walk_builtin").config.stages
+  plain = resolve(["bench", "train"], default_preset="cpu")
+  assert plain == dataclasses.replace(PRESETS["cpu"], seed=0)  # stand, no randomization
+
+
+def test_committed_results_are_of_the_recipes_as_registered():
+  """Each committed per-seed summary (experiments/results/recipes/) was measured on its recipe
+  as registered now (the hash of its config) and, where it names its commit, at the commit
+  `mjxgap recipes` gives: a changed recipe is re-measured, not relabelled."""
+  results = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "results" / "recipes"
+  summaries = sorted(results.glob("*_seed*.json"))
+  assert summaries, f"no per-seed summaries in {results}"
+  for path in summaries:
+    summary = json.loads(path.read_text())
+    r = recipe(summary["recipe"])
+    assert summary["recipe_sha256"] == r.sha256, f"{path.name}: measured on another version"
+    if summary.get("commit"):
+      assert summary["commit"] == r.measured_at, path.name
 
 
 def test_the_walking_training_preset_is_nominal_dr_with_low_friction_and_clean_episodes():

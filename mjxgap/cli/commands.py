@@ -25,8 +25,9 @@ def _emit(result: dict, out: str | None) -> None:
   print(json.dumps(result))
 
 
-def _train_config(args):
-  """The resolved config: preset (or the saved run on --resume), then flags, then --set."""
+def _train_config(args, default_preset: str = "smoke"):
+  """The resolved config: recipe or preset (or the saved run on --resume), then flags, then
+  --set (`mjxgap train`'s, and `bench train`'s with the cpu preset by default)."""
   import dataclasses
 
   from mjxgap.runs import config as run_config
@@ -49,7 +50,7 @@ def _train_config(args):
       raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
                       "a resumed run keeps its config (change single fields with --set)")
   else:
-    config = run_config.preset(args.preset or "smoke")
+    config = run_config.preset(args.preset or default_preset)
   flags = {k: v for k, v in (("robot", args.robot), ("task", args.task), ("dr", args.dr),
                              ("actuator", args.actuator), ("seed", args.seed),
                              ("total_steps", args.total_steps))
@@ -215,8 +216,9 @@ def run(argv: list[str] | None = None) -> int:
   elif args.command == "bench" and args.bench_command == "train":
     from mjxgap.evaluation.bench import bench_train
 
-    _emit(bench_train(args.robot, args.task, args.num_envs, args.iterations, args.preset,
-                      args.dr, args.seed, args.actuator or "pd", tuple(args.set)), args.out)
+    config = _train_config(args, default_preset="cpu")
+    _split_over_cpu_devices(args, config)  # a recipe's learner runs as it trains
+    _emit(bench_train(config, args.iterations), args.out)
   elif args.command == "bench" and args.bench_command == "env":
     from mjxgap.evaluation.bench import bench_env
 

@@ -126,6 +126,10 @@ SEED_HELP = "random seed (default 0)"
 ROBOT_HELP = "built-in name ('builtin'), MJCF path, or Menagerie name (default: builtin)"
 DR_HELP = ("randomization: a preset (none, physics, nominal_dr, wide, adr: an ADR curriculum) "
            "or a .json file")
+CPU_DEVICES_HELP = ("on a CPU, split the envs over this many host devices as over GPUs: XLA "
+                    "runs one device's simulation on about one core, so one per core trains "
+                    "faster on a multi-core CPU (default: a recipe's own count, else JAX's, "
+                    "one)")
 ACTUATOR_HELP = ("actuator model: pd (MuJoCo's position actuators, default), "
                  "dcmotor[:saturation_factor=X,no_load_speed_rad_s=Y], or net:DIR "
                  "(from mjxgap actuator fit)")
@@ -190,10 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "task.episode_length_s=10, checkpoint_every=10 (repeatable)")
   p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
   p.add_argument("--cpu-devices", type=_positive_int, default=None,
-                 help="on a CPU, split the envs over this many host devices as over GPUs: XLA "
-                      "runs one device's simulation on about one core, so one per core trains "
-                      "faster on a multi-core CPU (default: JAX's, one); not kept in the run, "
-                      "pass it again on --resume")
+                 help=CPU_DEVICES_HELP + "; not kept in the run, pass it again on --resume")
   p.add_argument("--preemptible", action="store_true",
                  help="for job scripts: resume --out from its latest checkpoint if it has one, "
                       "else start it (from its config.json if prepared by mjxgap slurm submit); "
@@ -255,16 +256,26 @@ def build_parser() -> argparse.ArgumentParser:
                  help="timed runs; the best is reported (default 3)")
   p.add_argument("--seed", type=int, default=0, help=SEED_HELP)
   p.add_argument("--out", type=_json_out, help="also write the JSON result to this file")
-  p = _command(bsub, "train", help="training steps/s versus rollout-only steps/s")
-  _add_robot_task(p)
-  p.add_argument("--preset", default="cpu", help="training preset whose learner is timed")
-  p.add_argument("--num-envs", type=_positive_int, default=256,
-                 help="parallel envs (default 256)")
+  p = _command(bsub, "train", help="training steps/s versus rollout-only steps/s of the "
+                                    "config train would run")
+  p.add_argument("--recipe", default=None,
+                 help="time a named recipe's learner (mjxgap recipes lists them); --num-envs, "
+                      "--seed and --set still apply")
+  p.add_argument("--preset", default=None, help="training preset whose learner is timed: "
+                                                "smoke, cpu (default) or gpu")
+  p.add_argument("--robot", default=None, help=ROBOT_HELP)
+  p.add_argument("--task", default=None, help="task name (default: stand)")
+  p.add_argument("--dr", default=None, help=DR_HELP + " (default: none)")
+  p.add_argument("--actuator", default=None, help=ACTUATOR_HELP)
+  p.add_argument("--num-envs", type=_positive_int, default=None,
+                 help="parallel envs (the preset's or recipe's by default)")
   p.add_argument("--iterations", type=_positive_int, default=5, help="timed iterations")
   p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                  help="a config field, as for train (e.g. ppo.num_epochs=8); repeatable")
-  p.add_argument("--seed", type=int, default=0, help=SEED_HELP)
+  p.add_argument("--seed", type=int, default=None, help=SEED_HELP)
+  p.add_argument("--cpu-devices", type=_positive_int, default=None, help=CPU_DEVICES_HELP)
   p.add_argument("--out", type=_json_out, help="also write the JSON result to this file")
+  p.set_defaults(resume=False, preemptible=False, total_steps=None)  # train's, never resumed
 
   p = _command(sub, "export", help="export a run's policy for a robot: policy.onnx, "
                                     "policy.json, weights.npz")

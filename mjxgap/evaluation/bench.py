@@ -16,6 +16,7 @@ from mjxgap.env import vector
 from mjxgap.env.wrappers import AutoReset
 from mjxgap.process import mjx
 from mjxgap.robot import load_robot
+from mjxgap.runs.config import TrainConfig
 from mjxgap.runs.factory import check, make_env, make_trainer
 
 
@@ -105,28 +106,17 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
   }
 
 
-def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
-                iterations: int = 5, preset: str = "cpu", randomization: str = "none",
-                seed: int = 0, actuator: str = "pd", overrides: tuple[str, ...] = ()) -> dict:
-  """Training env steps/s against rollout-only env steps/s on the same envs and policy.
+def bench_train(config: TrainConfig, iterations: int = 5) -> dict:
+  """Training env steps/s of `config`'s learner (a preset's or a recipe's, as `mjxgap train`
+  resolves it) against rollout-only env steps/s on the same envs and policy.
 
   The rollout-only loop is the training iteration's own rollout (policy inference included)
   without GAE, SGD or normaliser updates, so `learner_overhead` is what learning costs.
-  `overrides` are `mjxgap train --set` assignments (`ppo.num_epochs=8`, ...).
   """
-  import dataclasses
-
-  from mjxgap.runs import config as run_config
-
-  base = run_config.preset(preset)
-  config = dataclasses.replace(base, robot=robot, task=task, dr=randomization, seed=seed,
-                               actuator=actuator,
-                               ppo=dataclasses.replace(base.ppo, num_envs=num_envs))
-  config = run_config.apply_overrides(config, list(overrides))
   inputs = check(config)
   t_start = time.perf_counter()
   trainer = make_trainer(config, inputs.env(load_robot(config.robot)))
-  state = trainer.init(seed)
+  state = trainer.init(config.seed)
   state, metrics = trainer.iteration(state)
   jax.block_until_ready(metrics)
   first_iteration_s = time.perf_counter() - t_start
@@ -144,11 +134,12 @@ def bench_train(robot: str = "builtin", task: str = "stand", num_envs: int = 256
   state, collect_s = timed(trainer.collect, state)
   steps = iterations * config.steps_per_iteration
   return {
-      "robot": robot,
-      "task": task,
-      "dr": randomization,
-      "preset": preset,
-      "num_envs": num_envs,
+      "robot": config.robot,
+      "task": config.task,
+      "dr": config.dr,
+      "preset": config.preset,
+      "recipe": config.recipe or None,
+      "num_envs": config.ppo.num_envs,
       "unroll_length": config.ppo.unroll_length,
       "iterations": iterations,
       "train_steps_per_s": round(steps / train_s, 1),

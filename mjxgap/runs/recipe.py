@@ -40,6 +40,7 @@ class Recipe:
   # is bit-reproducible for a given seed and device count); GPUs use every GPU
   cpu_devices: int = 1
   expected: str = "not measured yet"  # what it reached, where (docs' results)
+  measured_at: str = ""  # the commit of the code that measured `expected`
 
   @property
   def sha256(self) -> str:
@@ -59,7 +60,8 @@ class Recipe:
             "randomization": c.dr, "env_steps": c.total_steps, "num_envs": c.ppo.num_envs,
             "stages": [{"at_env_steps": s.at_env_steps, "set": list(s.set)} for s in c.stages],
             "cpu_devices": self.cpu_devices, "target": dataclasses.asdict(self.target),
-            "expected": self.expected, "sha256": self.sha256}
+            "expected": self.expected, "measured_at": self.measured_at or None,
+            "sha256": self.sha256}
 
 
 def recipes() -> dict[str, Recipe]:
