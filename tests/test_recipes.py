@@ -210,6 +210,18 @@ def test_the_walking_training_preset_is_nominal_dr_with_low_friction_and_clean_e
   assert dataclasses.replace(walk, clean_sensing_prob=0.0, params=nominal.params) == nominal
 
 
+def test_the_walking_push_preset_is_walk_training_with_twice_the_pushes():
+  from mjxgap.sim.presets import PRESETS as DR
+
+  pushes, walk = DR["walk_training_pushes"](), DR["walk_training"]()
+  assert walk.push_interval_s == (5.0, 15.0) and pushes.push_interval_s == (2.5, 7.5)
+  assert dataclasses.replace(pushes, push_interval_s=(5.0, 15.0)) == walk
+  walking = recipe("walk_builtin").config
+  assert [config_at(walking, i).dr for i in (0, 4999, 5000, 9765)] == [
+      "walk_training", "walk_training", "walk_training_pushes", "walk_training_pushes"]
+  assert "walk_training_pushes" not in json.dumps(recipe("stand_builtin").config.to_dict())
+
+
 def test_the_standing_preset_is_nominal_dr_with_pushes_to_half_a_metre_per_second():
   from mjxgap.sim.presets import PRESETS as DR
 

@@ -59,6 +59,10 @@ PRESETS = {
         PRESETS["nominal_dr"](), clean_sensing_prob=0.25, params=tuple(
             dataclasses.replace(p, low=0.3) if p.name == "friction" else p
             for p in nominal_dr())),
+    # walk_training with a push every 2.5-7.5 s (about 4 per 20 s episode, twice as many): the
+    # walking recipe's later stages, where a learned gait meets more of what throws it
+    "walk_training_pushes": lambda: dataclasses.replace(
+        PRESETS["walk_training"](), push_interval_s=(2.5, 7.5)),
     # nominal_dr with pushes of at most 0.5 m/s: the `stand` task's policies, which keep their
     # feet in place, ride out most of them (not those past their capture point, about 0.4 m/s
     # backward for the built-in robot); nominal_dr's pushes to 1 m/s take a step
