@@ -1,5 +1,8 @@
 """Shared fixtures: robots and compiled env functions are built once per test session."""
 
+import collections
+import json
+import os
 import pathlib
 
 import pytest
@@ -23,8 +26,43 @@ needs_shared = pytest.mark.skipif(not SHARED_ROBOTS.is_dir(),
                                   reason="../shared/robots is not beside this checkout")
 
 
+# `MJXGAP_TEST_COMPILE_PROFILE=PREFIX`: the seconds JAX spent tracing, lowering and compiling (or
+# loading from the cache) in this process, per test, fixtures included, with each program over a
+# second; written to PREFIX.<worker>.json. A test's subprocesses count in its wall time only.
+COMPILE_PROFILE = os.environ.get("MJXGAP_TEST_COMPILE_PROFILE")
+_profile: dict = collections.defaultdict(lambda: {"seconds": collections.Counter(), "programs": []})
+_profiled_test: list = ["(collection)"]
+
+
+def _record_compile_seconds(event, duration_secs, **kwargs):
+  if event.startswith("/jax/core/compile/"):
+    entry = _profile[_profiled_test[0]]
+    entry["seconds"][event.rsplit("/", 1)[-1]] += duration_secs
+    if event.endswith("backend_compile_duration") and duration_secs >= 1.0:
+      entry["programs"].append([kwargs.get("fun_name", "?"), round(duration_secs, 1)])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  _profiled_test[0] = item.nodeid
+  yield
+  _profiled_test[0] = "(between tests)"
+
+
 def pytest_configure(config):
   enable_compilation_cache()
+  if COMPILE_PROFILE:
+    from jax import monitoring
+
+    monitoring.register_event_duration_secs_listener(_record_compile_seconds)
+
+
+def pytest_sessionfinish(session):
+  if COMPILE_PROFILE and _profile:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    pathlib.Path(f"{COMPILE_PROFILE}.{worker}.json").write_text(json.dumps(
+        {test: {"seconds": {k: round(v, 1) for k, v in e["seconds"].items()},
+                "programs": e["programs"]} for test, e in _profile.items()}, indent=1))
 
 
 # With pytest-xdist (the README's command runs 2 workers: compiling, most of the suite's time,
