@@ -65,8 +65,8 @@ RECIPES = {r.name: r for r in (
     Recipe("walk_builtin", "the built-in robot walks: forward, backward, sideways, turning "
            "(25 M env steps, about 2 h on 2 CPU cores)", WALK_BUILTIN,
            Target(lin_vel_error_mps=0.2, fall_rate=0.05), cpu_devices=2,
-           expected="seeds 0, 1: test 0.170 / 0.182 m/s, 1.2% / 3.9% falls, all five native "
-                    "plays each, chosen at 18.9 M env steps each (seed 2 not run yet)",
+           expected="seeds 0, 1, 2: test 0.170 / 0.182 / 0.169 m/s, 1.2% / 3.9% / 3.5% falls, "
+                    "all five native plays each; chosen at 18.9 M, 18.9 M and 24.6 M env steps",
            measured_at="1a751a37a27b"),
     Recipe("stand_builtin", "the built-in robot stands still under nominal_dr's physics, "
            "delays and pushes to 1 m/s, stepping where a push needs it (9.6 M env steps, "
