@@ -145,6 +145,14 @@ def resolve_robot_path(robot: str) -> tuple[str, pathlib.Path]:
       "MuJoCo Menagerie name)")
 
 
+def robot_files_stamp(robot: str) -> list:
+  """(name, modification time) of the files in the robot's MJCF folder: its includes and meshes
+  with it. Part of the key of what a process builds once per config (evaluations, learners), so
+  an edited robot builds anew."""
+  folder = resolve_robot_path(robot)[1].parent
+  return [(f.name, f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file()]
+
+
 def _parse(path: pathlib.Path) -> mujoco.MjSpec:
   try:
     return mujoco.MjSpec.from_file(str(path))

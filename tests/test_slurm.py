@@ -203,8 +203,8 @@ def test_preempted_job_checkpoints_requeues_and_resumes_exactly(slurm, tmp_path,
   """USR1 mid-run: the iteration finishes, the run checkpoints, the job requeues itself and
   resumes; every iteration appears once in metrics.jsonl and the final state equals that of an
   uninterrupted run."""
-  iterations = 150
-  args = [*SMALL, "--total-steps", str(128 * iterations), "--set", "checkpoint_every=50",
+  iterations = 60  # the signal comes after the first; tens of iterations (seconds) remain
+  args = [*SMALL, "--total-steps", str(128 * iterations), "--set", "checkpoint_every=20",
           "--set", "keep_checkpoints=10"]
   run = tmp_path / "slurm"
   job = _submit(capsys, [], [*args, "--out", str(run)])

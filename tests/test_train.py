@@ -543,6 +543,45 @@ def test_evaluations_are_built_once_until_a_named_file_changes(tmp_path, monkeyp
   assert evaluate() == [8, 16, 8, 8]
 
 
+def test_learners_are_built_once_until_a_learner_setting_or_file_changes(tmp_path, monkeypatch):
+  """`train` reuses the learner (env, compiled iteration) it built for runs that differ only in
+  seed, length, folder or checkpoints, and builds anew for another PPO or env setting or once a
+  randomization file says something else."""
+  from mjxgap.runs import training
+  from mjxgap.runs.config import PRESETS
+
+  builds = []
+
+  class Inputs:  # the env is built only for a new learner
+    def env(self, robot):
+      return None
+
+  class Built:
+    def with_total_steps(self, total_steps):
+      return self, total_steps
+
+  monkeypatch.setattr(training, "_TRAINERS", {})
+  monkeypatch.setattr(training.factory, "make_trainer",
+                      lambda config, env: builds.append(config) or Built())
+  dr = tmp_path / "dr.json"
+  dr.write_text('{"base": "nominal_dr"}')
+  config = dataclasses.replace(PRESETS["smoke"], dr=str(dr))
+
+  def learner(**changes):
+    return training._trainer(dataclasses.replace(config, **changes), None, Inputs())
+
+  first, steps = learner()
+  assert steps == config.total_steps
+  again, steps = learner(seed=3, total_steps=999, checkpoint_every=7, keep_checkpoints=1)
+  assert again is first and steps == 999 and len(builds) == 1
+  learner(ppo=dataclasses.replace(config.ppo, num_envs=16))
+  learner(task_overrides={"episode_length_s": 1.0})
+  assert len(builds) == 3
+  dr.write_text('{"base": "stand_training"}')
+  learner()
+  assert len(builds) == 4
+
+
 def test_eval_prints_json_metrics(runs, capsys, tmp_path):
   # 64 episodes: the program `select` evaluates this config with (compiled once a suite)
   code, out, err = _cli(["eval", str(runs / "a"), "--episodes", "64"], capsys)
@@ -801,6 +840,13 @@ def test_extended_linear_schedule_continues_from_the_last_rate():
   states.append(jax.device_get(extended.iteration(resumed)[0]))
   used = [_adam_step_size(a, b) for a, b in zip(states, states[1:])]
   np.testing.assert_allclose(used, [1e-2, 5e-3, 3.75e-3], rtol=1e-4)
+  # the first learner set to the longer horizon (as `train` reuses a learner it built): the
+  # same compiled iteration, the extended run's state
+  shared = first.with_total_steps(5 * 32)
+  assert shared.iteration is first.iteration and shared.num_iterations == 5
+  again = jax.device_get(shared.iteration(shared.place(shared.resume(states[2])))[0])
+  for x, y in zip(jax.tree.leaves(again), jax.tree.leaves(states[3])):
+    np.testing.assert_array_equal(x, y)
   # with the run's own horizon, resume changes nothing (exact resume)
   same = first.resume(states[2])
   for x, y in zip(jax.tree.leaves(same.lr_schedule), jax.tree.leaves(states[2].lr_schedule)):

@@ -12,6 +12,7 @@ state in the train state, sets the level the rollout's resets draw from and upda
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from typing import Any, NamedTuple
@@ -118,11 +119,22 @@ class Trainer:
     self.actor = networks.make_actor(self.action_size + self.estimate_size, config.actor_hidden,
                                      config.activation)
     self.critic = networks.make_critic(config.critic_hidden, config.activation)
-    steps_per_iteration = config.num_envs * config.unroll_length
-    self.num_iterations = max(1, math.ceil(total_steps / steps_per_iteration))
+    self.num_iterations = self._iterations_of(total_steps)
     # Adam's direction; the step is scaled by the iteration's learning rate (`learning_rate`)
     self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                                  optax.scale_by_adam())
+
+  def _iterations_of(self, total_steps: int) -> int:
+    return max(1, math.ceil(total_steps / (self.config.num_envs * self.config.unroll_length)))
+
+  def with_total_steps(self, total_steps: int) -> Trainer:
+    """This learner for a run of `total_steps`, sharing its traced and compiled functions (the
+    horizon only sets the learning-rate line, which is data of the state)."""
+    for name in ("_abstract_state", "_init_placed", "iteration", "experience", "collect"):
+      getattr(self, name)  # each jitted function made here (cheap), so the copy holds the same
+    other = copy.copy(self)
+    other.num_iterations = self._iterations_of(total_steps)
+    return other
 
   # ----------------------------------------------------------------------------------------
   # initial state and shardings
@@ -130,11 +142,18 @@ class Trainer:
   def init(self, seed: int) -> TrainState:
     """A fresh state on the mesh: initial networks, empty normalisers, reset envs (computed
     where it lives: every process runs the same program and keeps its devices' shards)."""
-    return jax.jit(self._init_unplaced, out_shardings=self.shardings())(
-        jnp.int32(seed), self._schedule(0, self.config.learning_rate))
+    return self._init_placed(jnp.int32(seed), self._schedule(0, self.config.learning_rate))
+
+  @functools.cached_property
+  def _init_placed(self):
+    return jax.jit(self._init_unplaced, out_shardings=self.shardings())
 
   def init_abstract(self) -> TrainState:
     """The state's structure (for specs and checkpoint restore) without running anything."""
+    return self._abstract_state
+
+  @functools.cached_property
+  def _abstract_state(self) -> TrainState:
     return jax.eval_shape(self._init_unplaced, jnp.int32(0),
                           self._schedule(0, self.config.learning_rate))
 

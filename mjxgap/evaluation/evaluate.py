@@ -29,7 +29,7 @@ from mjxgap.env.task import TRAINING_AIDS
 from mjxgap.errors import UserError
 from mjxgap.evaluation import stats
 from mjxgap.runs import checkpoint
-from mjxgap.robot import load_robot, resolve_robot_path
+from mjxgap.robot import load_robot, robot_files_stamp
 from mjxgap.runs.factory import (check, make_trainer, robot_name, task_config,
                                  without_training_aids)
 from mjxgap.runs.config import TrainConfig
@@ -130,20 +130,13 @@ def _evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,
   settings = [trained.to_dict(), config.to_dict(), eval_dr, eval_actuator, episodes]
   evaluated = dataclasses.replace(config, dr=eval_dr, actuator=eval_actuator)
   key = json.dumps([settings, fingerprints(trained), fingerprints(evaluated),
-                    _robot_stamp(config.robot)], sort_keys=True, default=str)
+                    robot_files_stamp(config.robot)], sort_keys=True, default=str)
   if key not in _EVALUATORS:
     if len(_EVALUATORS) >= 8:
       _EVALUATORS.pop(next(iter(_EVALUATORS)))
     _EVALUATORS[key] = _build_evaluator(trained, config, inputs, eval_dr, eval_actuator,
                                          episodes)
   return _EVALUATORS[key]
-
-
-def _robot_stamp(robot: str) -> list:
-  """(name, modification time) of the files in the robot's MJCF folder: its includes and meshes
-  with it (the randomization and actuator inputs are fingerprinted by content)."""
-  folder = resolve_robot_path(robot)[1].parent
-  return [(f.name, f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file()]
 
 
 def _build_evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,

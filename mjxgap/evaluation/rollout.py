@@ -46,17 +46,18 @@ def rollout(env, steps: int, num_envs: int = 1, seed: int = 0,
   nu = env.action_size
   if actions is None:
     actions = np.zeros((steps, nu), np.float32)
-  if callable(actions):
-    policy = lambda s, t: actions(s.obs, t)
-  else:
-    table = jnp.asarray(actions, jnp.float32)
+  table = None
+  if not callable(actions):
+    table = np.asarray(actions, np.float32)
     if table.shape not in ((steps, nu), (steps, num_envs, nu)):
       raise UserError(f"rollout: actions must be [{steps}, {nu}] or [{steps}, {num_envs}, {nu}],"
                       f" got {tuple(table.shape)}")
-    table = jnp.broadcast_to(table.reshape(steps, -1, nu), (steps, num_envs, nu))
-    policy = lambda s, t: table[t]
+    # an argument of the compiled rollout, not a constant of it: every table of this shape
+    # (zeros, a squat, random actions) runs one program
+    table = np.broadcast_to(table.reshape(steps, -1, nu), (steps, num_envs, nu))
 
-  def run(key):
+  def run(key, table):
+    policy = (lambda s, t: actions(s.obs, t)) if table is None else (lambda s, t: table[t])
     state = vector.reset(auto, key, num_envs)
     record = lambda _, nxt, __: {"qpos": nxt.pipeline_state.qpos, "reward": nxt.reward,
                                  "done": nxt.done, "metrics": nxt.metrics,
@@ -64,7 +65,7 @@ def rollout(env, steps: int, num_envs: int = 1, seed: int = 0,
     _, out = vector.rollout(auto, state, policy, steps, record, xs=jnp.arange(steps))
     return state.pipeline_state.qpos, state.info["episode"], out
 
-  qpos0, episode, out = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed)))
+  qpos0, episode, out = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed), table))
   return Trajectory(qpos=np.concatenate([qpos0[None], out["qpos"]]), reward=out["reward"],
                     done=out["done"] > 0, metrics=out["metrics"], command=out["command"],
                     episode=episode, dt=env.dt)
@@ -78,7 +79,7 @@ def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 
   env = AutoReset(make_env(task, rb, randomization=randomization, actuator=actuator))
   steps = max(1, int(round(seconds / env.dt)))
   key, k_reset = jax.random.split(jax.random.PRNGKey(seed))
-  state = vector.reset(env, k_reset, num_envs)
+  state = jax.jit(lambda k: vector.reset(env, k, num_envs))(k_reset)  # one program, not op by op
 
   def random_actions(_, key):
     return jnp.clip(action_std * jax.random.normal(key, (num_envs, env.action_size)), -1.0, 1.0)

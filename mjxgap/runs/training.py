@@ -17,7 +17,7 @@ import pathlib
 import signal
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import numpy as np
@@ -25,12 +25,15 @@ import numpy as np
 from mjxgap.errors import UserError
 from mjxgap.files import write_atomic
 from mjxgap.process import host_value
-from mjxgap.robot import load_robot
+from mjxgap.robot import Robot, load_robot, robot_files_stamp
 from mjxgap.runs import checkpoint, cluster, factory
 from mjxgap.runs.config import TrainConfig, config_at
 from mjxgap.runs.plots import plot_adr_bounds, plot_curves
 from mjxgap.runs.progress import Progress
 from mjxgap.runs.resume import check_resumable, check_stages, fingerprints, load_config
+
+if TYPE_CHECKING:
+  from mjxgap.agent.trainer import Trainer
 
 
 def _scalars(metrics: dict, iteration: int, env_steps: int, sps: float) -> dict[str, Any]:
@@ -73,6 +76,27 @@ def _prepared(out: pathlib.Path, config: TrainConfig) -> bool:
     return json.loads(path.read_text()) == json.loads(json.dumps(config.to_dict()))
   except (OSError, json.JSONDecodeError):
     return False
+
+
+_TRAINERS: dict = {}  # a process's built learners, the most recent few
+# what a learner's compiled functions depend on (the rest: seed, length, checkpoints, stages...)
+_LEARNER_FIELDS = ("robot", "task", "task_overrides", "dr", "actuator", "ppo")
+
+
+def _trainer(config: TrainConfig, robot: Robot, inputs: factory.Inputs | None = None) -> Trainer:
+  """The learner of `config` on `robot` (its env from `inputs`; from `check(config)` if None),
+  built once a process: `train` calls that differ in seed, length or output folder (a notebook's
+  reruns, a recipe's stages, a sweep) share its traced and compiled functions. Keyed by what
+  they depend on: the env's config strings and what the files they name hold now, the learner's
+  config, the devices."""
+  settings = {k: v for k, v in config.to_dict().items() if k in _LEARNER_FIELDS}
+  key = json.dumps([settings, fingerprints(config), robot_files_stamp(config.robot),
+                    [str(d) for d in jax.devices()]], sort_keys=True, default=str)
+  if key not in _TRAINERS:
+    if len(_TRAINERS) >= 8:
+      _TRAINERS.pop(next(iter(_TRAINERS)))
+    _TRAINERS[key] = factory.make_trainer(config, (inputs or factory.check(config)).env(robot))
+  return _TRAINERS[key].with_total_steps(config.total_steps)
 
 
 def _check_stage_states(config: TrainConfig, trainer_at) -> None:
@@ -127,8 +151,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   def trainer_at(iteration: int):
     """The learner of the stage in force at `iteration` (its own compiled iteration)."""
     staged = config_at(config, iteration)
-    env_inputs = inputs if staged == config else factory.check(staged)
-    return factory.make_trainer(staged, env_inputs.env(robot))
+    return _trainer(staged, robot, inputs if staged == config else None)
 
   trainer = trainer_at(start_iteration)
   _check_stage_states(config, trainer_at)
