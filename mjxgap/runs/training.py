@@ -84,18 +84,19 @@ _LEARNER_FIELDS = ("robot", "task", "task_overrides", "dr", "actuator", "ppo")
 
 
 def _trainer(config: TrainConfig, robot: Robot, inputs: factory.Inputs | None = None) -> Trainer:
-  """The learner of `config` on `robot` (its env from `inputs`; from `check(config)` if None),
+  """The learner of `config` on `robot` (its env from `inputs`, `check(config)` if None),
   built once a process: `train` calls that differ in seed, length or output folder (a notebook's
   reruns, a recipe's stages, a sweep) share its traced and compiled functions. Keyed by what
   they depend on: the env's config strings and what the files they name hold now, the learner's
   config, the devices."""
+  inputs = inputs or factory.check(config)  # a bad string: its own message, before any file is read
   settings = {k: v for k, v in config.to_dict().items() if k in _LEARNER_FIELDS}
   key = json.dumps([settings, fingerprints(config), robot_files_stamp(config.robot),
                     [str(d) for d in jax.devices()]], sort_keys=True, default=str)
   if key not in _TRAINERS:
     if len(_TRAINERS) >= 8:
       _TRAINERS.pop(next(iter(_TRAINERS)))
-    _TRAINERS[key] = factory.make_trainer(config, (inputs or factory.check(config)).env(robot))
+    _TRAINERS[key] = factory.make_trainer(config, inputs.env(robot))
   return _TRAINERS[key].with_total_steps(config.total_steps)
 
 
