@@ -9,6 +9,7 @@
 
 import contextlib
 import io
+import json
 import os
 import pathlib
 
@@ -63,6 +64,24 @@ def split_cpu(devices: int, worlds_per_device: int | None = None,
     os.environ.setdefault("PJRT_NPROC", str(max(2 * devices, os.cpu_count() or 1)))
 
 
+class BuiltOnce:
+  """The few objects a process built last at great cost (a learner's or an evaluation's traced
+  and compiled functions), each under a key of everything it depends on; the oldest goes first."""
+
+  def __init__(self, size: int = 8):
+    self._built: dict[str, object] = {}
+    self._size = size
+
+  def get(self, depends_on, build):
+    """The object built for `depends_on` (JSON-able), built now by `build()` if new."""
+    key = json.dumps(depends_on, sort_keys=True, default=str)
+    if key not in self._built:
+      if len(self._built) >= self._size:
+        self._built.pop(next(iter(self._built)))
+      self._built[key] = build()
+    return self._built[key]
+
+
 def host_value(tree):
   """numpy copies of a tree of arrays replicated on every device (metrics, counters, parameters),
   in any process: a process of a multi-process run reads its own copy (JAX refuses to fetch an
@@ -76,4 +95,4 @@ def host_value(tree):
   return jax.tree.map(get, tree)
 
 
-__all__ = ["mjx", "enable_compilation_cache", "host_value", "split_cpu"]
+__all__ = ["mjx", "BuiltOnce", "enable_compilation_cache", "host_value", "split_cpu"]

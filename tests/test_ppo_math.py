@@ -285,8 +285,8 @@ def test_two_devices_average_gradients_like_one_device():
   """Half the batch on each of two forced CPU devices, gradients and normaliser statistics
   averaged over the mesh, equal one device holding the whole batch (float32 summation order
   differs, hence the tolerance)."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-         "JAX_PLATFORMS": "cpu"}
+  env = {**os.environ, "JAX_PLATFORMS": "cpu",
+         "XLA_FLAGS": f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count=2"}
   out = subprocess.run([sys.executable, "-c", _TWO_DEVICES], env=env, capture_output=True,
                        text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]

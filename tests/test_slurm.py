@@ -190,7 +190,8 @@ def test_two_slurm_processes_train_as_one_process_with_two_devices(slurm, tmp_pa
   reference = subprocess.run(
       [sys.executable, "-m", "mjxgap", "train", *args, "--out", str(tmp_path / "reference"),
        "--no-progress"], capture_output=True, text=True, timeout=900,
-      env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+      env={**os.environ,
+           "XLA_FLAGS": f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count=2"})
   assert reference.returncode == 0, reference.stderr[-2000:]
   _wait_for(tmp_path / "slurm", capsys)
   rows = _iterations(tmp_path / "slurm")

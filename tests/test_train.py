@@ -25,6 +25,7 @@ from mjxgap.agent import counter
 from mjxgap.runs import checkpoint
 from mjxgap.agent.config import PPOConfig
 from mjxgap.runs.factory import make_trainer
+from mjxgap.process import BuiltOnce
 from mjxgap.runs.resume import load_config
 from mjxgap.agent.trainer import AXIS, Trainer, adapt_to_kl
 
@@ -520,7 +521,7 @@ def test_evaluations_are_built_once_until_a_named_file_changes(tmp_path, monkeyp
   from mjxgap.runs.config import PRESETS
 
   builds = []
-  monkeypatch.setattr(evaluate_lib, "_EVALUATORS", {})
+  monkeypatch.setattr(evaluate_lib, "_EVALUATORS", BuiltOnce())
   monkeypatch.setattr(evaluate_lib, "_build_evaluator", lambda *a: builds.append(a) or a)
   robot_dir = shutil.copytree(builtin_asset_dir() / "mjxgap_humanoid", tmp_path / "robot")
   dr = tmp_path / "dr.json"
@@ -560,7 +561,7 @@ def test_learners_are_built_once_until_a_learner_setting_or_file_changes(tmp_pat
     def with_total_steps(self, total_steps):
       return self, total_steps
 
-  monkeypatch.setattr(training, "_TRAINERS", {})
+  monkeypatch.setattr(training, "_TRAINERS", BuiltOnce())
   monkeypatch.setattr(training.factory, "make_trainer",
                       lambda config, env: builds.append(config) or Built())
   dr = tmp_path / "dr.json"
@@ -1041,8 +1042,8 @@ def test_two_devices_repeat_exactly_and_match_one_device():
   moved by > 1e-3): each env's exploration noise is the same on any number of devices, and with
   one minibatch the gradients differ only by the float32 summation order of the cross-device
   means (~1e-7 relative per update, amplified a little by Adam and by the changed rollouts)."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-         "JAX_PLATFORMS": "cpu"}
+  env = {**os.environ, "JAX_PLATFORMS": "cpu",
+         "XLA_FLAGS": f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count=2"}
   p = subprocess.run([sys.executable, "-c", _TOY_ON_DEVICES, str(pathlib.Path(__file__).parent)],
                      env=env, capture_output=True, text=True, timeout=600)
   assert p.returncode == 0, p.stderr[-3000:]

@@ -241,7 +241,8 @@ def test_feet_distance_by_hand(walk, builtin_robot):
     mujoco.mj_kinematics(m, d)
     info = {"last_action": jnp.zeros(r.nu), "command": jnp.zeros(3), "episode": None,
             "step": jnp.int32(0)}
-    q = walk._quantities(mjx.put_data(m, d), jnp.zeros(r.nu), info, jnp.zeros(2, bool),
+    feet = walk._quantities.feet_positions(walk.mjx_model, jnp.asarray(d.qpos))
+    q = walk._quantities(mjx.put_data(m, d), feet, jnp.zeros(r.nu), info, jnp.zeros(2, bool),
                          jnp.zeros(2, bool), jnp.zeros(2))
     left, right = d.xpos[list(r.feet_body_ids)]
     return q, base_frame(qpos[3:7], left - right)[1]
@@ -283,8 +284,9 @@ def test_feet_placement_by_hand(walk, builtin_robot):
     mujoco.mj_kinematics(m, d)
     info = {"last_action": jnp.zeros(r.nu), "command": jnp.asarray(command, jnp.float32),
             "episode": None, "step": jnp.int32(step)}
-    return walk._quantities(mjx.put_data(m, d), jnp.zeros(r.nu), info, jnp.zeros(2, bool),
-                            jnp.zeros(2, bool), jnp.zeros(2))
+    feet = walk._quantities.feet_positions(walk.mjx_model, jnp.asarray(d.qpos))
+    return walk._quantities(mjx.put_data(m, d), feet, jnp.zeros(r.nu), info,
+                            jnp.zeros(2, bool), jnp.zeros(2, bool), jnp.zeros(2))
 
   heading = 1.6
   turned = r.default_qpos.copy()

@@ -158,8 +158,8 @@ class LocomotionEnv(Env):
     noise = self.config.init_joint_noise_rad
     qpos = self._default_qpos.at[self._qpos_adr].add(
         jax.random.uniform(k_init, (self.robot.nu,), minval=-noise, maxval=noise))
-    data = mjx.kinematics(self.mjx_model, self._data0.replace(
-        qpos=qpos, qvel=jnp.zeros_like(self._data0.qvel), ctrl=self._default_joint_pos))
+    data = self._data0.replace(qpos=qpos, qvel=jnp.zeros_like(self._data0.qvel),
+                               ctrl=self._default_joint_pos)
     zeros_u = jnp.zeros(self.robot.nu)
     feet_down = jnp.ones(self.n_feet, bool)  # episodes start standing on both feet
     plan = self.latency
@@ -190,8 +190,8 @@ class LocomotionEnv(Env):
       info["gait_cycles"] = jnp.zeros(())
     if self.actuator is not None:
       info["actuator_history"] = jnp.zeros((self.actuator.history_steps, self.robot.nu, 2))
-    q = self._quantities(data, zeros_u, info, feet_down, jnp.zeros(self.n_feet, bool),
-                         jnp.zeros(self.n_feet))
+    q = self._quantities(data, self._quantities.feet_positions(self.mjx_model, qpos), zeros_u,
+                         info, feet_down, jnp.zeros(self.n_feet, bool), jnp.zeros(self.n_feet))
     metrics = {f"reward/{k}": jnp.zeros(()) for k in self.config.rewards}
     metrics |= {k: jnp.zeros(()) for k in ("nan", "fell", "performance", *TRACKING_ERRORS)}
     obs, info = self._observe(q, q, k_obs, episode, info)
@@ -227,15 +227,16 @@ class LocomotionEnv(Env):
         model, data0, targets, record=plan.state_history > 0, info=info)
     finite = jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))
     data = jax.tree.map(lambda new, old: jnp.where(finite, new, old), data, data0)
-    # body positions of the final state (a step leaves those of its last substep's start):
-    # what feet heights and speeds read, and the next step's "before"
-    data = mjx.kinematics(model, data)
+    # the feet at the final state and at the step's start (body positions in `data` are those
+    # of its last substep's start)
+    feet = self._quantities.feet_positions(model, data.qpos)
+    feet_before = self._quantities.feet_positions(model, data0.qpos)
 
     contact = self.feet_contact(data)
     air_time = info["feet_air_time"] + cfg.ctrl_dt
     first_contact = contact & ~info["feet_contact"]
-    q = self._quantities(data, action, info, contact, first_contact, air_time,
-                         self._quantities.feet_xy(data0))
+    q = self._quantities(data, feet, action, info, contact, first_contact, air_time,
+                         feet_before[:, :2])
     terms = {k: fn(q, **arguments) * w * cfg.ctrl_dt
              for k, (w, fn, arguments) in self._rewards.items()}
     reward = jnp.where(finite, sum(terms.values(), jnp.zeros(())), 0.0)
@@ -262,7 +263,7 @@ class LocomotionEnv(Env):
     q_actor = q
     if plan.state_history:  # the actor sees the robot as it was obs_delay ms ago
       states = jnp.where(finite, states, jnp.concatenate([data.qpos, data.qvel]))
-      q_actor, info = self._delayed_quantities(q, data, states, jitter[1], info)
+      q_actor, info = self._delayed_quantities(q, data, feet, states, jitter[1], info)
     metrics = {f"reward/{k}": jnp.where(finite, v, 0.0) for k, v in terms.items()}
     metrics |= {"nan": (~finite).astype(jnp.float32), "fell": q.fell.astype(jnp.float32),
                 **errors,
@@ -298,9 +299,10 @@ class LocomotionEnv(Env):
     (data, history), states = jax.lax.scan(substep, (data, history), targets)
     return data, states, history
 
-  def _delayed_quantities(self, q: StepQuantities, data, states, jitter_ms, info):
-    """The quantities the actor reads: the robot state `obs_delay_ms` (plus jitter) ago, and
-    with bus groups each joint from its own staler past; readings never go back in time."""
+  def _delayed_quantities(self, q: StepQuantities, data, feet, states, jitter_ms, info):
+    """The quantities the actor reads: the robot state `obs_delay_ms` (plus jitter) ago (the
+    feet where they are now), and with bus groups each joint from its own staler past; readings
+    never go back in time."""
     plan, episode = self.latency, info["episode"]
     info = {**info, "state_history": latency.push(info["state_history"], states[::-1])}
     last = plan.state_history - 1
@@ -311,8 +313,8 @@ class LocomotionEnv(Env):
     old = info["state_history"][delay]
     nq = data.qpos.shape[0]
     # (q's air time is already zero off a touchdown; that product is idempotent)
-    q_actor = self._quantities(data.replace(qpos=old[:nq], qvel=old[nq:]), q.action, info,
-                               q.feet_contact, q.feet_first_contact, q.feet_air_time)
+    q_actor = self._quantities(data.replace(qpos=old[:nq], qvel=old[nq:]), feet, q.action,
+                               info, q.feet_contact, q.feet_first_contact, q.feet_air_time)
     if plan.joint_groups:
       joint_delay = jnp.clip(latency.newest_reading(latency.ms_to_steps(
           jnp.maximum(episode.obs_delay_ms + episode.joint_obs_delay_ms + jitter_ms, 0.0),
@@ -351,8 +353,9 @@ class LocomotionEnv(Env):
     info = {"last_action": jnp.zeros(self.robot.nu), "command": jnp.zeros(3), "episode": None,
             "step": jnp.zeros((), jnp.int32)}
     feet = jnp.zeros(self.n_feet, bool)
-    q = jax.eval_shape(lambda: self._quantities(self._data0, jnp.zeros(self.robot.nu), info,
-                                                feet, feet, jnp.zeros(self.n_feet)))
+    q = jax.eval_shape(lambda: self._quantities(self._data0, jnp.zeros((self.n_feet, 3)),
+                                                jnp.zeros(self.robot.nu), info, feet, feet,
+                                                jnp.zeros(self.n_feet)))
     out = []
     for t in terms:
       term = obs_lib.OBSERVATION_TERMS[t]

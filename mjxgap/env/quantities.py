@@ -11,6 +11,7 @@ import mujoco
 import numpy as np
 
 from mjxgap import contract
+from mjxgap.sim.kinematics import BodyPositions
 
 
 class StepQuantities(NamedTuple):
@@ -47,7 +48,8 @@ class StepQuantities(NamedTuple):
 
 
 class Measure:
-  """Reads `StepQuantities` off one robot's MJX data for one task: indices, floor, thresholds.
+  """Reads `StepQuantities` off one robot's MJX data for one task: indices, floor, thresholds;
+  `feet_positions(model, qpos)` gives the feet bodies' world positions it reads them with.
 
   `physics` maps an episode (or None, for shapes only) to the critic's physics block."""
 
@@ -63,16 +65,16 @@ class Measure:
       geom_to_foot[g] = robot.feet_body_ids.index(int(m.geom_bodyid[g]))
     self._geom_to_foot = jnp.asarray(geom_to_foot)
     self.n_feet = len(robot.feet_body_ids)
-    self._feet_body = np.asarray(robot.feet_body_ids)  # indexes numpy (native play) and jnp
+    self.feet_positions = BodyPositions(m, robot.feet_body_ids)
     d = mujoco.MjData(m)
     d.qpos[:] = robot.default_qpos
     mujoco.mj_kinematics(m, d)
-    self._feet_default_z = jnp.asarray(d.xpos[list(robot.feet_body_ids), 2], jnp.float32)
-    self._feet_pair = tuple(int(b) for b in robot.feet_body_ids[:2])
-    apart = (self._feet_sideways(d.qpos[3:7], d.xpos, np) if self.n_feet >= 2 else 0.0)
+    feet = d.xpos[list(robot.feet_body_ids)]
+    self._feet_default_z = jnp.asarray(feet[:, 2], jnp.float32)
+    apart = (self._feet_sideways(d.qpos[3:7], feet, np) if self.n_feet >= 2 else 0.0)
     self._feet_side = 1.0 if apart >= 0 else -1.0
     self.feet_separation_m = abs(float(apart))  # m, sideways in the default pose
-    self.feet_nominal_offset = jnp.asarray(self.feet_offset(d.qpos, d.xpos, np), jnp.float32)
+    self.feet_nominal_offset = jnp.asarray(self.feet_offset(d.qpos, feet, np), jnp.float32)
     self._physics, self._physics_size = physics, physics_size
 
   def feet_contact(self, data) -> jax.Array:
@@ -82,22 +84,17 @@ class Measure:
     touching = c.dist < self.config.contact_threshold_m
     return jnp.stack([jnp.any(touching & (foot == k)) for k in range(self.n_feet)])
 
-  def _feet_sideways(self, quat, xpos, xp):
+  def _feet_sideways(self, quat, feet_pos, xp):
     """m: the first foot's position minus the second's along the base's y axis."""
-    first, second = self._feet_pair
-    return contract.rotate_inverse(quat, xpos[first] - xpos[second], xp)[1]
+    return contract.rotate_inverse(quat, feet_pos[0] - feet_pos[1], xp)[1]
 
-  def feet_offset(self, qpos, xpos, xp):
+  def feet_offset(self, qpos, feet_pos, xp):
     """m [nfeet, 2]: the feet bodies' horizontal positions relative to the base origin, in the
     base's heading frame: a torso pitched forward does not move them, a turn does."""
     yaw = contract.heading(qpos[3:7], xp)
-    dx, dy = (xpos[self._feet_body, i] - qpos[i] for i in range(2))
+    dx, dy = (feet_pos[:, i] - qpos[i] for i in range(2))
     c, s = xp.cos(yaw), xp.sin(yaw)
     return xp.stack([c * dx + s * dy, c * dy - s * dx], axis=-1)
-
-  def feet_xy(self, data) -> jax.Array:
-    """m [nfeet, 2]: the feet bodies' horizontal positions (world frame)."""
-    return data.xpos[self._feet_body, :2]
 
   def _gait_period(self, command) -> jax.Array:
     """s: one cycle of the gait clock at `command`'s rate (0: no clock)."""
@@ -126,11 +123,12 @@ class Measure:
     first = contract.gait_phase(cycles, jnp)
     return jnp.mod(first + 2 * jnp.pi * jnp.arange(self.n_feet) / self.n_feet, 2 * jnp.pi)
 
-  def __call__(self, data, action, info, contact, first_contact, air_time,
+  def __call__(self, data, feet_pos, action, info, contact, first_contact, air_time,
                feet_xy_before=None) -> StepQuantities:
-    """The quantities of `data` after `action`; `info` gives the last action, the command, the
-    step and the episode; `air_time` counts only at a touchdown (`first_contact`);
-    `feet_xy_before` is `feet_xy` a control step earlier (None: feet at rest)."""
+    """The quantities of `data` after `action`, its feet bodies at `feet_pos` [nfeet, 3] (m,
+    world); `info` gives the last action, the command, the step and the episode; `air_time`
+    counts only at a touchdown (`first_contact`); `feet_xy_before` is the feet's horizontal
+    positions a control step earlier (None: feet at rest)."""
     cfg = self.config
     quat = data.qpos[3:7]
     gravity = contract.rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0]), jnp)
@@ -138,7 +136,7 @@ class Measure:
     fell = contract.fallen(height, gravity[2], cfg.fall_height_fraction * self.default_height,
                            cfg.max_tilt_rad, jnp)
     episode = info["episode"]
-    feet_xy = self.feet_xy(data)
+    feet_xy = feet_pos[:, :2]
     feet_speed = (jnp.zeros(self.n_feet) if feet_xy_before is None else
                   jnp.linalg.norm(feet_xy - feet_xy_before, axis=-1) / cfg.ctrl_dt)
     joint_pos = data.qpos[self.qpos_adr]
@@ -157,12 +155,12 @@ class Measure:
         feet_contact=contact,
         feet_first_contact=first_contact,
         feet_air_time=air_time * first_contact,
-        feet_height=data.xpos[self._feet_body, 2] - self._feet_default_z,
+        feet_height=feet_pos[:, 2] - self._feet_default_z,
         feet_speed_xy=feet_speed,
         feet_phase=self.gait_phase(self.gait_cycles(info)),
-        feet_separation_m=(self._feet_side * self._feet_sideways(quat, data.xpos, jnp)
+        feet_separation_m=(self._feet_side * self._feet_sideways(quat, feet_pos, jnp)
                            if self.n_feet >= 2 else jnp.zeros(())),
-        feet_offset_m=self.feet_offset(data.qpos, data.xpos, jnp),
+        feet_offset_m=self.feet_offset(data.qpos, feet_pos, jnp),
         feet_nominal_offset_m=self.feet_nominal_offset,
         gait_period_s=self._gait_period(info["command"]),
         fell=fell,

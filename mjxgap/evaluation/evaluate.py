@@ -15,7 +15,6 @@ on the training env, only restores the checkpoint and gives the deterministic po
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 
 import jax
@@ -27,6 +26,7 @@ from mjxgap.env import vector
 from mjxgap.env.locomotion import TRACKING_ERRORS
 from mjxgap.env.task import TRAINING_AIDS
 from mjxgap.errors import UserError
+from mjxgap.process import BuiltOnce
 from mjxgap.evaluation import stats
 from mjxgap.runs import checkpoint
 from mjxgap.robot import load_robot, robot_files_stamp
@@ -118,7 +118,7 @@ def evaluate(run_dir: str | pathlib.Path, episodes: int = 64, seed: int = 1_000_
   }
 
 
-_EVALUATORS: dict = {}  # a process's built evaluations, the most recent few
+_EVALUATORS = BuiltOnce()  # a process's built evaluations
 
 
 def _evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,
@@ -129,14 +129,10 @@ def _evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,
   builds anew)."""
   settings = [trained.to_dict(), config.to_dict(), eval_dr, eval_actuator, episodes]
   evaluated = dataclasses.replace(config, dr=eval_dr, actuator=eval_actuator)
-  key = json.dumps([settings, fingerprints(trained), fingerprints(evaluated),
-                    robot_files_stamp(config.robot)], sort_keys=True, default=str)
-  if key not in _EVALUATORS:
-    if len(_EVALUATORS) >= 8:
-      _EVALUATORS.pop(next(iter(_EVALUATORS)))
-    _EVALUATORS[key] = _build_evaluator(trained, config, inputs, eval_dr, eval_actuator,
-                                         episodes)
-  return _EVALUATORS[key]
+  depends_on = [settings, fingerprints(trained), fingerprints(evaluated),
+                robot_files_stamp(config.robot)]
+  return _EVALUATORS.get(depends_on, lambda: _build_evaluator(
+      trained, config, inputs, eval_dr, eval_actuator, episodes))
 
 
 def _build_evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr: str,

@@ -24,7 +24,7 @@ import numpy as np
 
 from mjxgap.errors import UserError
 from mjxgap.files import write_atomic
-from mjxgap.process import host_value
+from mjxgap.process import BuiltOnce, host_value
 from mjxgap.robot import Robot, load_robot, robot_files_stamp
 from mjxgap.runs import checkpoint, cluster, factory
 from mjxgap.runs.config import TrainConfig, config_at
@@ -78,7 +78,7 @@ def _prepared(out: pathlib.Path, config: TrainConfig) -> bool:
     return False
 
 
-_TRAINERS: dict = {}  # a process's built learners, the most recent few
+_TRAINERS = BuiltOnce()  # a process's built learners
 # what a learner's compiled functions depend on (the rest: seed, length, checkpoints, stages...)
 _LEARNER_FIELDS = ("robot", "task", "task_overrides", "dr", "actuator", "ppo")
 
@@ -91,13 +91,10 @@ def _trainer(config: TrainConfig, robot: Robot, inputs: factory.Inputs | None = 
   config, the devices."""
   inputs = inputs or factory.check(config)  # a bad string: its own message, before any file is read
   settings = {k: v for k, v in config.to_dict().items() if k in _LEARNER_FIELDS}
-  key = json.dumps([settings, fingerprints(config), robot_files_stamp(config.robot),
-                    [str(d) for d in jax.devices()]], sort_keys=True, default=str)
-  if key not in _TRAINERS:
-    if len(_TRAINERS) >= 8:
-      _TRAINERS.pop(next(iter(_TRAINERS)))
-    _TRAINERS[key] = factory.make_trainer(config, inputs.env(robot))
-  return _TRAINERS[key].with_total_steps(config.total_steps)
+  depends_on = [settings, fingerprints(config), robot_files_stamp(config.robot),
+                [str(d) for d in jax.devices()]]
+  learner = _TRAINERS.get(depends_on, lambda: factory.make_trainer(config, inputs.env(robot)))
+  return learner.with_total_steps(config.total_steps)
 
 
 def _check_stage_states(config: TrainConfig, trainer_at) -> None:
