@@ -256,6 +256,23 @@ def run(argv: list[str] | None = None) -> int:
     reality = tuple(r for r in args.reality.split(",") if r)
     _emit(measure_gap(args.policy, args.out or default_out(args.policy), reality, args.episodes,
               args.seconds, tuple(args.sweep), args.simulator, args.seed, args.workers), None)
+  elif args.command == "record":
+    from mjxgap.identify.record import record
+
+    _emit(record(args.policy, args.reality, args.seconds, args.out, args.routine, args.seed,
+                 args.episode_seconds, args.command_every, args.truth), None)
+  elif args.command == "logs":
+    from mjxgap.identify import logs
+
+    if args.logs_command == "convert":
+      _emit(logs.from_csv(args.csv, args.out), None)
+    else:
+      joints = None
+      if args.robot:
+        from mjxgap.robot import load_robot
+
+        joints = load_robot(args.robot).joint_names
+      _emit(logs.summary(logs.load(args.logs, joints)), None)
   elif args.command == "actuator" and args.actuator_command == "synth":
     from mjxgap.sim.actuators.workflow import synthesize_motor_log
 

@@ -328,6 +328,38 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--out", default=None, help="report folder to create (default: POLICY/gap, "
                                              "or POLICY/gap_<n> if that exists)")
 
+  p = _command(sub, "record", help="the logs a real robot would write, recorded on one robot "
+                                    "instance (PROFILE@SEED) in native MuJoCo")
+  p.add_argument("policy", help="folder written by mjxgap export")
+  p.add_argument("--reality", required=True, metavar="PROFILE@SEED",
+                 help="the robot instance: a profile (sim2sim, typical, harsh or a .json file) "
+                      "and the seed that fixes what the robot is, e.g. harsh@3")
+  p.add_argument("--seconds", type=_positive_float, default=60.0,
+                 help="seconds of logs (default 60)")
+  p.add_argument("--routine", choices=("policy", "sway", "both"), default="policy",
+                 help="policy: the policy walking under commands; sway: standing while every "
+                      "joint follows a slow sine; both: in turn (default: policy)")
+  p.add_argument("--episode-seconds", type=_positive_float, default=20.0,
+                 help="longest segment before the robot is reset (default 20)")
+  p.add_argument("--command-every", type=_positive_float, default=4.0, metavar="SECONDS",
+                 help="a new velocity command this often (default 4)")
+  p.add_argument("--truth", default=None, metavar="FILE",
+                 help="also write the instance's true parameters to this JSON file (for "
+                      "measuring a fit; keep it away from the logs)")
+  p.add_argument("--seed", type=int, default=0, help=SEED_HELP)
+  p.add_argument("--out", required=True, help="log folder to create (log.json, signals.npz)")
+
+  lg = _command(sub, "logs", help="robot logs: check one, or convert a CSV file into one")
+  lsub = lg.add_subparsers(dest="logs_command", required=True, parser_class=_Parser)
+  p = _command(lsub, "check", help="load a log folder as a fit would and summarize it")
+  p.add_argument("logs", help="log folder (log.json, signals.npz)")
+  p.add_argument("--robot", default=None, help="also check that its joints are this robot's "
+                                               "(a built-in name or an MJCF file)")
+  p = _command(lsub, "convert", help="a plain CSV log (columns SIGNAL.COMPONENT, e.g. "
+                                      "joint_pos_rad.left_knee) into a log folder")
+  p.add_argument("csv", help="the CSV file")
+  p.add_argument("--out", required=True, help="log folder to create")
+
   act = _command(sub, "actuator", help="motor logs and learned actuator models")
   asub = act.add_subparsers(dest="actuator_command", required=True, parser_class=_Parser)
   p = _command(asub, "synth", help="motor logs of a robot on a test stand with a non-ideal "

@@ -139,6 +139,10 @@ def measure_gap(source: str | pathlib.Path, out: str | pathlib.Path,
     raise UserError("--reality: name at least one profile")
   chosen = [r if isinstance(r, profiles_lib.Profile) else profiles_lib.load_profile(r)
             for r in reality]
+  instances = [p.name for p in chosen if p.instance is not None]
+  if instances and simulator != "native":
+    raise UserError(f"--reality {instances[0]}: a robot instance runs in native MuJoCo only "
+                    "(MJX's randomization draws per episode); use --simulator native")
   parsed = [parse_sweep(s) for s in sweeps]
   # every profile that will run, checked before any does
   planned = {(s.field, p.name, v): profiles_lib.with_value(p, s.field, v)

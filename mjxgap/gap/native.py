@@ -9,7 +9,9 @@ into torque: MuJoCo's own position actuators (`pd`) or the reference motor of `a
 quantised noisy encoder). "Fell" is `mjxgap.contract.fallen`, as in training.
 
 Episodes run in a process pool (one process per core); episode `i` of every profile uses the
-seed `(seed, i)`, so profiles and sweep values meet the same random streams.
+seed `(seed, i)`, so profiles and sweep values meet the same random streams. A robot instance
+(`harsh@3`) draws what the robot is from its own seed instead, the same in every episode
+(`robot_draws` lists those values: the instance's truth).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import math
 import multiprocessing
 import pathlib
 import signal
+from typing import Callable
 
 import mujoco
 import numpy as np
 
 from mjxgap import contract
 from mjxgap.deploy.runtime import Policy, rotate_inverse
+from mjxgap.errors import UserError
 from mjxgap.gap.profiles import Profile
 from mjxgap.sim.actuators.reference import MotorDrive, joint_torque_limits, torque_driven
 
@@ -85,33 +89,37 @@ def world(folder: str | pathlib.Path, profile: Profile) -> World:
                float(m.geom_pos[rb.floor_geom_ids[0], 2]), nominal)
 
 
-def _randomize(w: World, rng: np.random.Generator) -> dict:
+def _randomize(w: World, rng: np.random.Generator, drawn: dict | None = None) -> dict:
   """Writes this episode's physics and PD gains into the model; returns the motor's per-joint
-  gains and torque limits (robot order)."""
+  gains and torque limits (robot order). `drawn`, if given, receives every value drawn."""
   m, n, p, motor = w.model, w.nominal, w.profile.physics, w.profile.motor
   for k in RANDOMIZED_FIELDS:
     getattr(m, k)[:] = n[k]
+  drawn = {} if drawn is None else drawn
   if p.friction is not None:  # the same coefficient on every geom and pair: any contact has it
-    f = draw(rng, p.friction)
+    f = drawn["friction"] = draw(rng, p.friction)
     m.geom_friction[:, 0] = f
     if m.npair:
       m.pair_friction[:, :2] = f
-  factor = draw(rng, p.link_mass_factor, m.nbody - 1)
+  factor = drawn["link_mass_factor"] = draw(rng, p.link_mass_factor, m.nbody - 1)
   m.body_mass[1:] *= factor
   m.body_inertia[1:] *= factor[:, None]
   base = w.robot.base_body_id
-  payload = draw(rng, p.payload_kg)
+  payload = drawn["payload_kg"] = draw(rng, p.payload_kg)
   grow = (m.body_mass[base] + payload) / m.body_mass[base]
   m.body_mass[base] *= grow
   m.body_inertia[base] *= grow
-  m.body_ipos[base] += draw(rng, p.com_offset_m, 3)
+  m.body_ipos[base] += (com := draw(rng, p.com_offset_m, 3))
+  drawn["com_offset_m"] = com
   dofs, nu = w.robot.qvel_adr, w.robot.nu
   for field, value in (("dof_armature", p.armature_factor), ("dof_damping", p.damping_factor),
                        ("dof_frictionloss", p.frictionloss_factor)):
-    getattr(m, field)[dofs] *= draw(rng, value, len(dofs))
-  kp = w.robot.kp * draw(rng, motor.kp_factor, nu)
-  kd = w.robot.kd * draw(rng, motor.kd_factor, nu)
+    factor = drawn[field.replace("dof_", "") + "_factor"] = draw(rng, value, len(dofs))
+    getattr(m, field)[dofs] *= factor
+  kp = w.robot.kp * (kp_factor := draw(rng, motor.kp_factor, nu))
+  kd = w.robot.kd * (kd_factor := draw(rng, motor.kd_factor, nu))
   strength = draw(rng, motor.strength_factor, nu)
+  drawn |= {"kp_factor": kp_factor, "kd_factor": kd_factor, "strength_factor": strength}
   limit = joint_torque_limits(w.robot) * strength
   if motor.model == "pd":  # MuJoCo's position actuator: gain kp, bias -kp q - kd qd
     m.actuator_gainprm[:, 0] = kp
@@ -121,6 +129,52 @@ def _randomize(w: World, rng: np.random.Generator) -> dict:
     m.jnt_actfrcrange[m.actuator_trnid[:, 0]] *= strength[:, None]  # where a model limits there
   mujoco.mj_setConst(m, mujoco.MjData(m))
   return {"kp": kp, "kd": kd, "limit": limit}
+
+
+def _timing_draws(rng: np.random.Generator, profile: Profile, buses: int):
+  """The robot's action delay (ms), each bus's staleness (ms) and its gyro bias (rad/s)."""
+  timing = profile.timing
+  return (draw(rng, timing.action_delay_ms),
+          [draw(rng, timing.bus_staleness_ms) for _ in range(buses)],
+          draw(rng, profile.sensing.gyro_bias_rad_s, 3))
+
+
+def instance_rng(seed: int) -> np.random.Generator:
+  """The generator a robot instance draws what it is from (apart from the episodes' streams)."""
+  return np.random.default_rng(np.random.SeedSequence([0x0B07, seed]))
+
+
+def robot_draws(folder: str | pathlib.Path, profile: Profile) -> dict:
+  """A robot instance's truth: every value drawn for what the robot is, by name (bodies in model
+  order without the world, joints and dofs in the robot's order, buses in policy order), and the
+  model values they give. What fitting is measured against, never an input to it."""
+  if profile.instance is None:
+    raise UserError(f"{profile.name}: not a robot instance (name one as PROFILE@SEED)")
+  w = world(folder, profile)
+  rng, drawn = instance_rng(profile.instance), {}
+  gains = _randomize(w, rng, drawn)
+  buses = len(np.array_split(np.arange(len(w.index)), profile.timing.bus_groups))
+  delay_ms, staleness_ms, bias = _timing_draws(rng, profile, buses)
+  m, rb = w.model, w.robot
+  names = lambda obj, ids: [mujoco.mj_id2name(m, obj, int(i)) for i in ids]
+  listed = lambda x: np.asarray(x, float).tolist()
+  reference = profile.motor.model == "reference"
+  return {
+      "profile": profile.name, "robot": w.policy.spec["robot_source"],
+      "bodies": names(mujoco.mjtObj.mjOBJ_BODY, range(1, m.nbody)), "joints": list(rb.joint_names),
+      "draws": {k: listed(v) for k, v in drawn.items()},
+      "action_delay_ms": float(delay_ms),
+      "motor_delay_ms": float(profile.motor.reference.delay_ms) if reference else 0.0,
+      "bus_staleness_ms": listed(staleness_ms), "gyro_bias_rad_s": listed(bias),
+      "model": {"friction": float(m.geom_friction[rb.feet_geom_ids[0], 0]),
+                "base_mass_kg": float(m.body_mass[rb.base_body_id]),
+                "base_com_m": listed(m.body_ipos[rb.base_body_id]),
+                "armature": listed(m.dof_armature[rb.qvel_adr]),
+                "damping": listed(m.dof_damping[rb.qvel_adr]),
+                "frictionloss": listed(m.dof_frictionloss[rb.qvel_adr]),
+                "kp": listed(gains["kp"]), "kd": listed(gains["kd"]),
+                "torque_limit_nm": listed(gains["limit"])},
+  }
 
 
 def _command(rng, w: World) -> np.ndarray:
@@ -142,13 +196,19 @@ def _quat_noise(rng, quat: np.ndarray, std_rad: float) -> np.ndarray:
   return out
 
 
-def episode(w: World, seed: int, seconds: float) -> dict:
+def episode(w: World, seed: int, seconds: float, log: Callable | None = None,
+            controller: Callable | None = None) -> dict:
   """One episode: survival, length, tracking errors and torque RMS (the fields of
-  `EPISODE_FIELDS`)."""
+  `EPISODE_FIELDS`). `log(t_s, readings, targets, command, torque_nm, data)`, if given, is
+  called at each control step with what the robot reads then, the joint targets it sends
+  (policy order, rad), the command, the joint torque of the last physics step (robot order, N m)
+  and MuJoCo's data; `controller(t_s, readings)`, if given, sends its targets instead of the
+  policy's."""
   rng = np.random.default_rng(seed)
   prof, spec, m = w.profile, w.policy.spec, w.model
   timing, sensing, dist = prof.timing, prof.sensing, prof.disturbances
-  gains = _randomize(w, rng)
+  robot_rng = rng if prof.instance is None else instance_rng(prof.instance)
+  gains = _randomize(w, robot_rng)
   d = mujoco.MjData(m)
   d.qpos[:] = w.robot.default_qpos
   d.qpos[w.robot.qpos_adr] += rng.uniform(-dist.initial_joint_noise_rad,
@@ -163,11 +223,10 @@ def episode(w: World, seed: int, seconds: float) -> dict:
   reference = prof.motor.model == "reference"
   drive = (MotorDrive(prof.motor.reference, gains["kp"], gains["kd"], gains["limit"],
                       d.qpos[w.robot.qpos_adr], rng) if reference else None)
-  action_delay = ms(draw(rng, timing.action_delay_ms)
-                    + (prof.motor.reference.delay_ms if reference else 0.0))
   groups = np.array_split(np.arange(len(w.index)), timing.bus_groups)
-  staleness = [ms(draw(rng, timing.bus_staleness_ms)) for _ in groups]
-  bias = draw(rng, sensing.gyro_bias_rad_s, 3)
+  delay_ms, staleness_ms, bias = _timing_draws(robot_rng, prof, len(groups))
+  action_delay = ms(delay_ms + (prof.motor.reference.delay_ms if reference else 0.0))
+  staleness = [ms(x) for x in staleness_ms]
   command = _command(rng, w)
   push_on = dist.push_velocity_mps != 0.0
   next_push_s = draw(rng, dist.push_interval_s) if push_on else math.inf
@@ -181,6 +240,7 @@ def episode(w: World, seed: int, seconds: float) -> dict:
   target = _robot_order(w, policy.joint_targets(policy.last_action))  # actuator order
   in_flight: list[tuple[int, int, np.ndarray]] = []  # (arrival step, sent step, target)
   step = 0
+  last_torque = np.zeros(w.robot.nu)
   t_s, fell, diverged = 0.0, False, False
   tracking, yaw_err, torque_sq = [], [], []
   reads_lin_vel = any(t["name"] == "base_lin_vel" for t in policy.spec["observation"]["terms"])
@@ -203,11 +263,14 @@ def episode(w: World, seed: int, seconds: float) -> dict:
     if reads_lin_vel:  # the state estimator's velocity (drawn only for a policy that reads it)
       readings["base_lin_vel"] = (rotate_inverse(d.qpos[3:7], d.qvel[0:3])
                                   + rng.normal(0, sensing.base_lin_vel_noise_mps, 3))
-    action = policy.act(readings)
+    sent = (policy.joint_targets(policy.act(readings)) if controller is None
+            else controller(t_s, readings))
+    if log is not None:
+      log(t_s, readings, sent, command, last_torque, d)
     if rng.random() >= timing.drop_prob:
       jitter = rng.uniform(-timing.action_jitter_ms, timing.action_jitter_ms)
       arrival = step + max(0, action_delay + ms(jitter))
-      in_flight.append((arrival, step, _robot_order(w, policy.joint_targets(action))))
+      in_flight.append((arrival, step, _robot_order(w, sent)))
     period = w.substeps if not timing.period_jitter_ms else max(1, int(round(
         (ctrl_dt + rng.uniform(-timing.period_jitter_ms, timing.period_jitter_ms) / 1000.0) / dt)))
     for _ in range(period):
@@ -221,12 +284,13 @@ def episode(w: World, seed: int, seconds: float) -> dict:
       else:
         d.ctrl[:] = target
       mujoco.mj_step(m, d)
+      last_torque = tau if reference else d.actuator_force
       step += 1
       head = (head - 1) % depth
       hist_q[head], hist_qd[head] = d.qpos[w.qadr], d.qvel[w.vadr]
     t_s += period * dt
     # joint torque at the end of the control period (as the MJX reference samples it)
-    torque_sq.append(float(np.mean((tau if reference else d.actuator_force) ** 2)))
+    torque_sq.append(float(np.mean(last_torque ** 2)))
     if not np.all(np.isfinite(d.qpos)) or not np.all(np.isfinite(d.qvel)):
       diverged = True
       break

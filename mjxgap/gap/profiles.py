@@ -5,6 +5,11 @@ their unit in their name. A number is a fixed value; a `[low, high]` pair is dra
 episode (per link, per axis or per joint group where the field says so). Profiles are JSON
 files (`load`), or one of the built-in `PROFILES`; `with_value` fixes one field (a sweep).
 A JSON profile may start from another with `"base": "typical"` and change single fields.
+
+A robot instance, `PROFILE@SEED` (e.g. `harsh@3`), is one robot of a profile: everything the
+robot is (physics, motor gains and strength, action delay, bus staleness, gyro bias) is drawn
+once from the seed and is the same in every episode, as one real robot is; what happens to it
+(commands, pushes, noise, jitter, reordering, drops, the initial pose) stays random per episode.
 """
 
 from __future__ import annotations
@@ -86,6 +91,13 @@ class Profile:
   timing: Timing = Timing()
   sensing: Sensing = Sensing()
   disturbances: Disturbances = Disturbances()
+  instance: int | None = None  # a robot instance's seed (`name@seed`); None: a new robot each episode
+
+
+def instance(profile: Profile, seed: int) -> Profile:
+  """The robot of `profile` drawn from `seed`: `PROFILE@SEED`."""
+  base = profile.name.split("@")[0]
+  return dataclasses.replace(profile, name=f"{base}@{seed}", instance=seed)
 
 
 SECTIONS = {"physics": Physics, "motor": Motor, "timing": Timing, "sensing": Sensing,
@@ -229,7 +241,7 @@ def from_dict(raw: dict, where: str, base: Profile | None = None) -> Profile:
   """A profile from its JSON object (over `base`, or over the one `"base"` names)."""
   if not isinstance(raw, dict):
     raise UserError(f"{where}: a profile must be a JSON object")
-  allowed = {"name", "description", "base", *SECTIONS}
+  allowed = {"name", "description", "base", "instance", *SECTIONS}
   unknown = sorted(set(raw) - allowed)
   if unknown:
     raise UserError(f"{where}: unknown field {unknown[0]!r}; expected one of: "
@@ -244,6 +256,12 @@ def from_dict(raw: dict, where: str, base: Profile | None = None) -> Profile:
     if key in raw and not isinstance(raw[key], str):
       raise UserError(f"{where}: {key} must be a string")
   changes = {k: raw[k] for k in ("name", "description") if k in raw}
+  if raw.get("instance") is not None:
+    seed = raw["instance"]
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+      raise UserError(f"{where}: instance must be a whole number (a robot instance's seed) or "
+                      f"null, got {seed!r}")
+    changes["instance"] = seed
   for section in SECTIONS:
     if section in raw:
       changes[section] = _section(f"{where}: {section}", SECTIONS[section], raw[section],
@@ -252,7 +270,14 @@ def from_dict(raw: dict, where: str, base: Profile | None = None) -> Profile:
 
 
 def load_profile(name_or_path: str) -> Profile:
-  """A built-in profile by name, or a JSON file (its name defaults to the file's stem)."""
+  """A built-in profile by name, or a JSON file (its name defaults to the file's stem); either
+  followed by `@SEED` names one robot instance of it."""
+  head, at, seed = name_or_path.rpartition("@")
+  if at and seed.isdigit() and head:
+    return instance(load_profile(head), int(seed))
+  if at and (head in PROFILES or head.endswith(".json")):
+    raise UserError(f"--reality {name_or_path}: a robot instance is PROFILE@SEED with SEED a "
+                    f"whole number (e.g. harsh@3), got {seed!r}")
   if name_or_path in PROFILES:
     return PROFILES[name_or_path]
   path = pathlib.Path(name_or_path)

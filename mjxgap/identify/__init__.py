@@ -1,0 +1,1 @@
+"""Closing the loop from robot logs: the log format, recording a robot instance."""
