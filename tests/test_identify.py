@@ -90,6 +90,9 @@ def test_instances_are_named_in_one_line(tmp_path, capsys):
   code, _, err = _cli(capsys, ["record", str(POLICY), "--reality", "harsh@one", "--out",
                                str(tmp_path / "l")])
   assert code == 2 and "whole number" in err
+  code, _, err = _cli(capsys, ["record", str(POLICY), "--reality", "harsh@1", "--truth",
+                               str(tmp_path / "l" / "truth.json"), "--out", str(tmp_path / "l")])
+  assert code == 2 and "inside the log folder" in err
   code, _, err = _cli(capsys, ["gap", str(POLICY), "--reality", "typical@2", "--simulator",
                                "mjx", "--out", str(tmp_path / "g")])
   assert code == 2 and "native MuJoCo only" in err

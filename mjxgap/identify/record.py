@@ -61,6 +61,9 @@ def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | 
   out = pathlib.Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise UserError(f"--out {out}: exists and is not an empty folder")
+  if truth is not None and out.resolve() in pathlib.Path(truth).resolve().parents:
+    raise UserError(f"--truth {truth}: inside the log folder; keep the truth apart from the "
+                    "logs a fit reads")
   folder = pathlib.Path(policy)
   from mjxgap.gap.measure import check_export, check_timestep
 
