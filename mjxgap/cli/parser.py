@@ -337,12 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--seconds", type=_positive_float, default=60.0,
                  help="seconds of logs (default 60)")
   p.add_argument("--routine", choices=("policy", "sway", "both"), default="policy",
-                 help="policy: the policy walking under commands; sway: standing while every "
-                      "joint follows a slow sine; both: in turn (default: policy)")
+                 help="policy: the policy walking under commands; sway: the policy standing "
+                      "still, every joint's target offset by a slow sine; both: in turn "
+                      "(default: policy)")
   p.add_argument("--episode-seconds", type=_positive_float, default=20.0,
                  help="longest segment before the robot is reset (default 20)")
-  p.add_argument("--command-every", type=_positive_float, default=4.0, metavar="SECONDS",
-                 help="a new velocity command this often (default 4)")
+  p.add_argument("--command-every", type=_positive_float, default=10.0, metavar="SECONDS",
+                 help="a new velocity command this often (default 10, the walking task's "
+                      "training hold)")
   p.add_argument("--truth", default=None, metavar="FILE",
                  help="also write the instance's true parameters to this JSON file (for "
                       "measuring a fit; keep it away from the logs)")

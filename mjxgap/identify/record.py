@@ -7,8 +7,9 @@ sent, the IMU, the command and the motor torque. Routines:
 
 - `policy`: the exported policy walking under commands drawn from its training ranges (or the
   profile's), a new command every `command_every_s`;
-- `sway`: standing in the default pose while every joint's target follows its own slow sine
-  (`SWAY_AMPLITUDE_RAD`, 0.3-1.5 Hz): a safe excitation with the feet on the floor;
+- `sway`: the policy standing still (zero command) while every joint's target is offset by its
+  own slow sine (`SWAY_AMPLITUDE_RAD`, `SWAY_HZ`): a safe excitation with the feet on the floor
+  (the policy keeps the balance; with the default pose's PD alone even the ideal robot falls);
 - `both`: the two in turn.
 
 An episode ends early if the robot falls: a new segment starts, as after a pick-up. A recording
@@ -31,23 +32,26 @@ from mjxgap.identify import logs
 
 ROUTINES = ("policy", "sway", "both")
 SWAY_AMPLITUDE_RAD = 0.05
-SWAY_HZ = (0.3, 1.5)  # the joints' sine frequencies, spread evenly over this band
+SWAY_HZ = (0.2, 1.0)  # the joints' sine frequencies, spread evenly over this band
 GAP_S = 1.0  # time between two segments of a log
 
 
 def _sway(w: native.World):
-  """Targets (policy order) of the standing sway at time t."""
+  """The standing sway's controller: targets (policy order) at time t from the readings."""
   n = len(w.index)
   hz = np.linspace(*SWAY_HZ, n)
   phase = np.linspace(0.0, np.pi, n)
-  default = w.policy.joint_targets(np.zeros(n))
-  return lambda t_s, readings: default + SWAY_AMPLITUDE_RAD * np.sin(
-      2 * np.pi * hz * t_s + phase)
+  policy = w.policy
+
+  def targets(t_s, readings):
+    action = policy.act({**readings, "command": np.zeros(3)})
+    return policy.joint_targets(action) + SWAY_AMPLITUDE_RAD * np.sin(2 * np.pi * hz * t_s + phase)
+  return targets
 
 
 def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | pathlib.Path,
            routine: str = "policy", seed: int = 0, episode_seconds: float = 20.0,
-           command_every_s: float = 4.0, truth: str | pathlib.Path | None = None) -> dict:
+           command_every_s: float = 10.0, truth: str | pathlib.Path | None = None) -> dict:
   """Records `seconds` of logs of the robot instance `reality` into the folder `out`; with
   `truth`, writes the instance's true parameters there (a file the fitting never reads)."""
   profile = load_profile(reality)
@@ -82,7 +86,8 @@ def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | 
     for k, v in (("time_s", offset + t_s), ("joint_pos_rad", readings["joint_pos"]),
                  ("joint_vel_rad_s", readings["joint_vel"]), ("joint_target_rad", targets),
                  ("imu_gyro_rad_s", readings["base_ang_vel"]), ("imu_accel_mps2", acc[3:]),
-                 ("imu_quat_wxyz", readings["base_quat_wxyz"]), ("command", command),
+                 ("imu_quat_wxyz", readings["base_quat_wxyz"]),
+                 ("command", np.zeros(3) if kind == "sway" else command),
                  ("joint_torque_nm", np.asarray(torque_nm)[w.index])):
       rows[k].append(np.array(v, np.float64))
 
