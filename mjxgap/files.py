@@ -45,6 +45,15 @@ def check_writable(path: str | os.PathLike) -> None:
     raise UserError(f"cannot write {path}: {why} ({folder})")
 
 
+def check_new_folder(out: str | os.PathLike) -> pathlib.Path:
+  """`out` as a path, refused (one line) if it exists and is not an empty folder: a command's
+  output folder is created whole, never mixed into one that holds something."""
+  out = pathlib.Path(out)
+  if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    raise UserError(f"--out {out}: exists and is not an empty folder")
+  return out
+
+
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
   write_atomic(path, json.dumps(obj, indent=2) + "\n")
 

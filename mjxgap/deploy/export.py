@@ -281,15 +281,13 @@ def _recorded_observations(env, act, weights, count: int, seed: int) -> np.ndarr
 
 def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | None = None,
            samples: int = 1000, seed: int = 0) -> dict:
-  from mjxgap.files import folder_atomic, write_atomic, write_npz_atomic
+  from mjxgap.files import check_new_folder, folder_atomic, write_atomic, write_npz_atomic
   from mjxgap.runs import checkpoint
   from mjxgap.robot import load_robot
   from mjxgap.runs.factory import check, make_trainer, without_training_aids
   from mjxgap.runs.resume import load_config_at
 
-  run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
-  if out.exists() and (not out.is_dir() or any(out.iterdir())):
-    raise UserError(f"--out {out}: exists and is not an empty folder")
+  run_dir, out = pathlib.Path(run_dir), check_new_folder(out)
   config = load_config_at(run_dir, step)
   checkpoint.read_meta(run_dir, step)  # a clear error before building anything
   inputs = check(without_training_aids(config))

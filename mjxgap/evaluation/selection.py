@@ -192,13 +192,10 @@ def select_and_test(run_dir: str | pathlib.Path, out: str | pathlib.Path,
                     log: Callable[[str], None] = print) -> dict:
   """`mjxgap select`: the checkpoint chosen on validation, exported to `out` and tested once;
   `out/selection.json` and `out/test.json` beside the export hold every figure."""
-  from mjxgap.errors import UserError
-  from mjxgap.files import write_json_atomic
+  from mjxgap.files import check_new_folder, write_json_atomic
   from mjxgap.runs.resume import load_config
 
-  run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
-  if out.exists() and (not out.is_dir() or any(out.iterdir())):
-    raise UserError(f"--out {out}: exists and is not an empty folder")
+  run_dir, out = pathlib.Path(run_dir), check_new_folder(out)
   config = load_config(run_dir, validate=False)
   target = target_of(config)
   walking = _has_commands(config)

@@ -125,12 +125,10 @@ def measure_gap(source: str | pathlib.Path, out: str | pathlib.Path,
   `reality`: profile names, JSON files or `Profile`s (e.g. one edited with `with_value`).
   With `sweeps`, each sweep runs on every profile of `reality` and the profiles themselves are
   not reported on their own."""
-  from mjxgap.files import folder_atomic
+  from mjxgap.files import check_new_folder, folder_atomic
   from mjxgap.gap import report
 
-  out = pathlib.Path(out)
-  if out.exists() and (not out.is_dir() or any(out.iterdir())):
-    raise UserError(f"--out {out}: exists and is not an empty folder")
+  out = check_new_folder(out)
   if episodes < 1 or not seconds > 0:
     raise UserError(f"--episodes must be >= 1 and --seconds > 0, got {episodes} and {seconds}")
   if simulator not in SIMULATORS:

@@ -153,8 +153,7 @@ def robot_draws(folder: str | pathlib.Path, profile: Profile) -> dict:
   w = world(folder, profile)
   rng, drawn = instance_rng(profile.instance), {}
   gains = _randomize(w, rng, drawn)
-  buses = len(np.array_split(np.arange(len(w.index)), profile.timing.bus_groups))
-  delay_ms, staleness_ms, bias = _timing_draws(rng, profile, buses)
+  delay_ms, staleness_ms, bias = _timing_draws(rng, profile, profile.timing.bus_groups)
   m, rb = w.model, w.robot
   names = lambda obj, ids: [mujoco.mj_id2name(m, obj, int(i)) for i in ids]
   listed = lambda x: np.asarray(x, float).tolist()
@@ -336,9 +335,13 @@ def _run_chunk(folder: str, profile: Profile, seeds: list[int], seconds: float) 
   return [episode(_WORLDS[key], s, seconds) for s in seeds]
 
 
-def episode_seeds(seed: int, episodes: int) -> list[int]:
+def episode_seed(seed: int, i: int) -> int:
   """Episode i's seed: the same for every profile and sweep value."""
-  return [int(np.random.SeedSequence([seed, i]).generate_state(1)[0]) for i in range(episodes)]
+  return int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
+
+
+def episode_seeds(seed: int, episodes: int) -> list[int]:
+  return [episode_seed(seed, i) for i in range(episodes)]
 
 
 def pool(workers: int):

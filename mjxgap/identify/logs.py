@@ -70,8 +70,10 @@ def _columns(name: str, joints: int) -> int:
   return joints if width == "joints" else width
 
 
-def write(folder: str | pathlib.Path, joint_names, signals: dict, segments, meta: dict) -> None:
-  """Writes a log folder (complete or not at all) after checking it as `load` would."""
+def write(folder: str | pathlib.Path, joint_names, signals: dict, segments,
+          meta: dict) -> RobotLog:
+  """Writes a log folder (complete or not at all) after checking it as `load` would; returns
+  the checked log."""
   log = check(pathlib.Path(folder), tuple(joint_names), signals, tuple(segments), meta)
   with folder_atomic(folder) as tmp:
     np.savez(tmp / "signals.npz", **{k: np.asarray(v) for k, v in log.signals.items()})
@@ -80,6 +82,7 @@ def write(folder: str | pathlib.Path, joint_names, signals: dict, segments, meta
         "signals": {k: {"columns": _column_names(k, log.joint_names),
                         "description": SIGNALS[k][1]} for k in log.signals},
         "segments": [dataclasses.asdict(s) for s in log.segments]}, indent=2) + "\n")
+  return log
 
 
 def _column_names(name: str, joint_names) -> list[str]:
@@ -241,8 +244,7 @@ def from_csv(path: str | pathlib.Path, out: str | pathlib.Path, meta: dict | Non
     ids = values[:, columns["segment"]["value"]]
     cuts = [0, *(np.flatnonzero(np.diff(ids) != 0) + 1).tolist(), len(values)]
     segments = [Segment(a, b, "csv", f"segment {ids[a]:g}") for a, b in zip(cuts, cuts[1:])]
-  write(out, joint_names, signals, segments, {"source": {"csv": str(path)}, **(meta or {})})
-  log = load(out)
+  log = write(out, joint_names, signals, segments, {"source": {"csv": str(path)}, **(meta or {})})
   return {"out": str(out), "rows": len(values), "joints": len(joint_names),
           "segments": len(segments), "seconds": round(log.seconds, 3)}
 

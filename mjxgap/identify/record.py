@@ -25,7 +25,7 @@ import mujoco
 import numpy as np
 
 from mjxgap.errors import UserError
-from mjxgap.files import write_json_atomic
+from mjxgap.files import check_new_folder, write_json_atomic
 from mjxgap.gap import native
 from mjxgap.gap.profiles import load_profile
 from mjxgap.identify import logs
@@ -62,9 +62,7 @@ def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | 
     raise UserError(f"--routine must be one of {', '.join(ROUTINES)}, got {routine!r}")
   if not (seconds > 0 and episode_seconds > 0 and command_every_s > 0):
     raise UserError("--seconds, --episode-seconds and --command-every must be > 0")
-  out = pathlib.Path(out)
-  if out.exists() and (not out.is_dir() or any(out.iterdir())):
-    raise UserError(f"--out {out}: exists and is not an empty folder")
+  out = check_new_folder(out)
   if truth is not None and out.resolve() in pathlib.Path(truth).resolve().parents:
     raise UserError(f"--truth {truth}: inside the log folder; keep the truth apart from the "
                     "logs a fit reads")
@@ -93,12 +91,12 @@ def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | 
 
   segments, offset, recorded, falls = [], 0.0, 0.0, 0
   sway = _sway(w)
-  seeds = iter(native.episode_seeds(seed, 1_000_000))
   i = 0
   while recorded < seconds - 1e-9:
     kind = routine if routine != "both" else ROUTINES[i % 2]
     start = len(rows["time_s"])
-    result = native.episode(w, next(seeds), min(episode_seconds, seconds - recorded), log=log,
+    result = native.episode(w, native.episode_seed(seed, i),
+                            min(episode_seconds, seconds - recorded), log=log,
                             controller=sway if kind == "sway" else None)
     stop = len(rows["time_s"])
     falls += int(result["fell"] or result["diverged"])
