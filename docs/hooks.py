@@ -148,9 +148,39 @@ def _throughput(path: pathlib.Path = THROUGHPUT) -> str:
   return "\n".join(out)
 
 
+SYSID = THROUGHPUT.parent / "sysid_recovery.json"
+
+
+def _sysid(path: pathlib.Path = SYSID) -> str:
+  """The parameter-recovery table of `sysid_recovery.py`, with its command, machine and date."""
+  if not path.is_file():
+    return ("Not measured at this version: `python experiments/sysid_recovery.py --out "
+            "experiments/results/sysid_recovery.json`.\n")
+  data = json.loads(path.read_text())
+  params = ("kp", "damping", "frictionloss", "armature")
+  out = [f"`{data['command']}`: {data['machine']}, {data['date']}; {data['seconds']:g} s of "
+         "stand logs per instance.\n",
+         "| instance | loop delay fitted (ms) | true actuation delay (ms) "
+         "| true bus staleness (ms) | " + " | ".join(f"{p}: median / max error %, truth in interval" for p in params)
+         + " | joint position RMS, file -> fit (rad) |",
+         "|" + "---|" * (5 + len(params))]
+  for r in data["instances"]:
+    d = r["delay_ms"]
+    cells = [f"`{r['instance']}`", f"{d['fitted_loop']:g} ± {d['half_width_95']:g}",
+             f"{d['true_actuation']:g}", ", ".join(f"{x:g}" for x in d["true_bus_staleness"])]
+    cells += [f"{r[p]['median_error_pct']:g} / {r[p]['max_error_pct']:g}, "
+              f"{r[p]['interval_covers_truth']}" for p in params]
+    rms = r["joint_pos_rms_rad"]
+    cells.append(f"{rms['before']:.4f} -> {rms['after']:.4f}")
+    out.append("| " + " | ".join(cells) + " |")
+  return "\n".join(out) + "\n"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
   markdown = markdown.replace("<!-- mjxgap:cli -->", _cli())
   markdown = markdown.replace("<!-- mjxgap:api -->", _api())
   if "<!-- mjxgap:throughput -->" in markdown:
     markdown = markdown.replace("<!-- mjxgap:throughput -->", _throughput())
+  if "<!-- mjxgap:sysid -->" in markdown:
+    markdown = markdown.replace("<!-- mjxgap:sysid -->", _sysid())
   return re.sub(r"<!-- mjxgap:config (\w+) -->", lambda m: _config(m.group(1)), markdown)

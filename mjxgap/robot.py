@@ -214,11 +214,18 @@ def _choose_keyframe(m: mujoco.MjModel, path: pathlib.Path, keyframe: str | None
   return 0
 
 
+def robot_spec(path: str | pathlib.Path) -> tuple[mujoco.MjSpec, tuple[str, ...]]:
+  """A robot file's MJCF as an editable spec, without the meshes whose files are missing (and
+  their names)."""
+  path = pathlib.Path(path)
+  spec = _parse(path)
+  return spec, _drop_missing_meshes(spec, path)
+
+
 def load_robot(robot: str, *, ctrl_dt: float = 0.02, keyframe: str | None = None) -> Robot:
   """Loads and checks a robot given as a built-in name, an MJCF path, or a Menagerie name."""
   name, path = resolve_robot_path(robot)
-  spec = _parse(path)
-  dropped = _drop_missing_meshes(spec, path)
+  spec, dropped = robot_spec(path)
   _add_floor_if_missing(spec, path)
   try:
     m = spec.compile()

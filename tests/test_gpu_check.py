@@ -7,13 +7,16 @@ import pathlib
 import subprocess
 import sys
 
+from conftest import own_programs_env
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_gpu_check_writes_every_figure_at_tiny_sizes(tmp_path):
   out = tmp_path / "gpu_check.json"
   proc = subprocess.run([sys.executable, "gpu_check.py", "--tiny", "--out", str(out)],
-                        cwd=REPO / "experiments", capture_output=True, text=True, timeout=1200)
+                        cwd=REPO / "experiments", capture_output=True, text=True, timeout=1200,
+                        env=own_programs_env())
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(out.read_text())
   for dr in ("none", "nominal_dr"):

@@ -10,11 +10,15 @@ import pathlib
 
 import pytest
 
+from conftest import own_programs_env
+
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 # s a cell of each notebook may take with MJXGAP_NOTEBOOK_SMOKE=1 before nbclient stops it: a
 # guard against a hang, not a benchmark (the suite's slowest tests are listed at every run)
 CELL_TIMEOUT_S = 600
 names = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+# notebooks whose compiled programs no test shares (the others load the suite's small run)
+OWN_PROGRAMS = ("03_adr", "04_actuator", "06_gap")
 
 
 @pytest.mark.parametrize("name", names)
@@ -50,6 +54,8 @@ def test_notebook_runs(name, gl_backend, tmp_path):
   # (the notebook's first render chooses the backend itself)
   env = {"MJXGAP_NOTEBOOK_SMOKE": "1", "MUJOCO_GL": None, "PYOPENGL_PLATFORM": None,
          "DISPLAY": None}
+  if name in OWN_PROGRAMS:
+    env["XLA_FLAGS"] = own_programs_env()["XLA_FLAGS"]
   saved = {k: os.environ.get(k) for k in env}
   for k, v in env.items():
     if v is None:

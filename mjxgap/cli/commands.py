@@ -261,11 +261,18 @@ def run(argv: list[str] | None = None) -> int:
 
     _emit(record(args.policy, args.reality, args.seconds, args.out, args.routine, args.seed,
                  args.episode_seconds, args.command_every, args.truth), None)
+  elif args.command == "sysid":
+    from mjxgap.identify.fit import FitConfig
+    from mjxgap.identify.results import sysid
+
+    config = FitConfig(physics_step_s=args.physics_step_ms / 1000.0, window_s=args.window_s,
+                       max_delay_ms=args.max_delay_ms, max_iters=args.max_iters)
+    _emit(sysid(args.logs, args.robot, args.out, config, args.base_dr), None)
   elif args.command == "logs":
     from mjxgap.identify import logs
 
     if args.logs_command == "convert":
-      _emit(logs.from_csv(args.csv, args.out), None)
+      _emit(logs.from_csv(args.csv, args.out, kind=args.kind), None)
     else:
       joints = None
       if args.robot:

@@ -336,9 +336,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "and the seed that fixes what the robot is, e.g. harsh@3")
   p.add_argument("--seconds", type=_positive_float, default=60.0,
                  help="seconds of logs (default 60)")
-  p.add_argument("--routine", choices=("policy", "sway", "both"), default="policy",
+  p.add_argument("--routine", default="policy",
                  help="policy: the policy walking under commands; sway: the policy standing "
-                      "still, every joint's target offset by a slow sine; both: in turn "
+                      "still, every joint's target offset by a slow sine; hang: the base held "
+                      "on a stand, each joint following chirps, steps and rhythms (for mjxgap "
+                      "sysid); both: policy and sway; or a comma-separated list, run in turn "
                       "(default: policy)")
   p.add_argument("--episode-seconds", type=_positive_float, default=20.0,
                  help="longest segment before the robot is reset (default 20)")
@@ -361,6 +363,28 @@ def build_parser() -> argparse.ArgumentParser:
                                       "joint_pos_rad.left_knee) into a log folder")
   p.add_argument("csv", help="the CSV file")
   p.add_argument("--out", required=True, help="log folder to create")
+  p.add_argument("--kind", default="csv",
+                 help="what ran in these rows: hang (the robot on its stand: what mjxgap sysid "
+                      "fits), policy, sway, or any word (default csv)")
+
+  p = _command(sub, "sysid", help="fit each joint's drive (armature, damping, friction loss, kp) "
+                                   "and the loop delay to a robot's stand logs, with "
+                                   "mujoco.sysid; writes fit.json, robot.xml, dr.json, fit.png")
+  p.add_argument("logs", help="log folder (its 'hang' segments: the robot on its stand)")
+  p.add_argument("--robot", default=None,
+                 help="the robot the logs are of (default: the one log.json names)")
+  p.add_argument("--out", required=True, help="folder to create")
+  p.add_argument("--physics-step-ms", type=_positive_float, default=2.0,
+                 help="physics step of the replays (default 2)")
+  p.add_argument("--window-s", type=_positive_float, default=1.0,
+                 help="each replay starts afresh from the readings this often (default 1)")
+  p.add_argument("--max-delay-ms", type=_positive_float, default=80.0,
+                 help="longest loop delay scanned (default 80)")
+  p.add_argument("--max-iters", type=_positive_int, default=25,
+                 help="iterations of the per-joint least squares (default 25)")
+  p.add_argument("--base-dr", default="nominal_dr",
+                 help="the preset dr.json keeps for what the fit does not set (default "
+                      "nominal_dr)")
 
   act = _command(sub, "actuator", help="motor logs and learned actuator models")
   asub = act.add_subparsers(dest="actuator_command", required=True, parser_class=_Parser)

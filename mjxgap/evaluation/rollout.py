@@ -79,7 +79,7 @@ def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 
   env = AutoReset(make_env(task, rb, randomization=randomization, actuator=actuator))
   steps = max(1, int(round(seconds / env.dt)))
   key, k_reset = jax.random.split(jax.random.PRNGKey(seed))
-  state = vector.reset(env, k_reset, num_envs)
+  state = jax.jit(lambda k: vector.reset(env, k, num_envs))(k_reset)  # one program, not op by op
 
   def random_actions(_, key):
     return jnp.clip(action_std * jax.random.normal(key, (num_envs, env.action_size)), -1.0, 1.0)

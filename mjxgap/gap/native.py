@@ -50,6 +50,9 @@ RANDOMIZED_FIELDS = ("geom_friction", "pair_friction", "body_mass", "body_inerti
                      "actuator_biasprm", "actuator_forcerange", "jnt_actfrcrange")
 
 
+STAND_MASS_FACTOR = 1e6  # the base of a robot on its stand: as good as welded (to 1e-4 rad)
+
+
 @dataclasses.dataclass
 class World:
   """What every episode of one (policy, profile) pair shares: the policy, the robot, the model
@@ -196,13 +199,14 @@ def _quat_noise(rng, quat: np.ndarray, std_rad: float) -> np.ndarray:
 
 
 def episode(w: World, seed: int, seconds: float, log: Callable | None = None,
-            controller: Callable | None = None) -> dict:
+            controller: Callable | None = None, hang_m: float | None = None) -> dict:
   """One episode: survival, length, tracking errors and torque RMS (the fields of
   `EPISODE_FIELDS`). `log(t_s, readings, targets, command, torque_nm, data)`, if given, is
   called at each control step with what the robot reads then, the joint targets it sends
   (policy order, rad), the command, the joint torque of the last physics step (robot order, N m)
   and MuJoCo's data; `controller(t_s, readings)`, if given, sends its targets instead of the
-  policy's."""
+  policy's. `hang_m`: the base is held still, `hang_m` above its default pose (on a stand, the
+  feet off the floor), and cannot fall."""
   rng = np.random.default_rng(seed)
   prof, spec, m = w.profile, w.policy.spec, w.model
   timing, sensing, dist = prof.timing, prof.sensing, prof.disturbances
@@ -212,6 +216,14 @@ def episode(w: World, seed: int, seconds: float, log: Callable | None = None,
   d.qpos[:] = w.robot.default_qpos
   d.qpos[w.robot.qpos_adr] += rng.uniform(-dist.initial_joint_noise_rad,
                                           dist.initial_joint_noise_rad, w.robot.nu)
+  held = None if hang_m is None else d.qpos[:7] + np.array([0, 0, hang_m, 0, 0, 0, 0])
+  if held is not None:  # the stand: a base too heavy for the legs to move, held up
+    base = w.robot.base_body_id
+    d.qpos[:7] = held
+    m.body_mass[base] *= STAND_MASS_FACTOR
+    m.body_inertia[base] *= STAND_MASS_FACTOR
+    mujoco.mj_setConst(m, mujoco.MjData(m))
+    d.xfrc_applied[base, :3] = -m.body_mass[base] * m.opt.gravity  # (else the legs fall freely)
   mujoco.mj_forward(m, d)
   policy = w.policy
   policy.reset()
@@ -283,6 +295,8 @@ def episode(w: World, seed: int, seconds: float, log: Callable | None = None,
       else:
         d.ctrl[:] = target
       mujoco.mj_step(m, d)
+      if held is not None:  # bolted to the stand
+        d.qpos[:7], d.qvel[:6] = held, 0.0
       last_torque = tau if reference else d.actuator_force
       step += 1
       head = (head - 1) % depth
@@ -299,7 +313,7 @@ def episode(w: World, seed: int, seconds: float, log: Callable | None = None,
     tracking.append(float(np.linalg.norm(v_base[:2] - command[:2])))
     yaw_err.append(abs(float(d.qvel[5]) - command[2]))
     gravity = rotate_inverse(d.qpos[3:7], [0.0, 0.0, -1.0])
-    if contract.fallen(d.qpos[2] - w.floor_z, gravity[2], spec["termination"]["fall_height_m"],
+    if held is None and contract.fallen(d.qpos[2] - w.floor_z, gravity[2], spec["termination"]["fall_height_m"],
                        spec["termination"]["max_tilt_rad"], np):
       fell = True
       break

@@ -191,11 +191,13 @@ def check(folder: pathlib.Path, joint_names: tuple, signals: dict, segments: tup
   return RobotLog(joint_names, out, tuple(segments), meta)
 
 
-def from_csv(path: str | pathlib.Path, out: str | pathlib.Path, meta: dict | None = None) -> dict:
+def from_csv(path: str | pathlib.Path, out: str | pathlib.Path, meta: dict | None = None,
+             kind: str = "csv") -> dict:
   """Converts a plain CSV log into a log folder. Its header names each column
   `SIGNAL.COMPONENT` (`time_s`, `joint_pos_rad.left_knee`, `imu_gyro_rad_s.x`,
   `imu_quat_wxyz.w`...); an optional `segment` column numbers the segments (rows of one number
-  in a run). Returns a summary."""
+  in a run); `kind` says what ran in them (`hang`: the robot on its stand, what `mjxgap sysid`
+  fits). Returns a summary."""
   path = pathlib.Path(path)
   try:
     with path.open(newline="") as f:
@@ -239,11 +241,11 @@ def from_csv(path: str | pathlib.Path, out: str | pathlib.Path, meta: dict | Non
       raise UserError(f"{path}: column {signal}.{extra[0]} is not one of {signal}'s "
                       f"({', '.join(expected)})")
     signals[signal] = values[:, [parts[p] for p in expected]]
-  segments = [Segment(0, len(values), "csv")]
+  segments = [Segment(0, len(values), kind)]
   if "segment" in columns:
     ids = values[:, columns["segment"]["value"]]
     cuts = [0, *(np.flatnonzero(np.diff(ids) != 0) + 1).tolist(), len(values)]
-    segments = [Segment(a, b, "csv", f"segment {ids[a]:g}") for a, b in zip(cuts, cuts[1:])]
+    segments = [Segment(a, b, kind, f"segment {ids[a]:g}") for a, b in zip(cuts, cuts[1:])]
   log = write(out, joint_names, signals, segments, {"source": {"csv": str(path)}, **(meta or {})})
   return {"out": str(out), "rows": len(values), "joints": len(joint_names),
           "segments": len(segments), "seconds": round(log.seconds, 3)}

@@ -10,7 +10,11 @@ sent, the IMU, the command and the motor torque. Routines:
 - `sway`: the policy standing still (zero command) while every joint's target is offset by its
   own slow sine (`SWAY_AMPLITUDE_RAD`, `SWAY_HZ`): a safe excitation with the feet on the floor
   (the policy keeps the balance; with the default pose's PD alone even the ideal robot falls);
-- `both`: the two in turn.
+- `hang`: the robot on a stand, its base held still with the feet off the floor, each joint
+  following its own chirps, steps and gait-like rhythms (`actuator synth`'s targets, at the
+  policy rate): the safe excitation that identifies each joint's drive (`mjxgap sysid`);
+- `both`: `policy` and `sway` in turn; a comma-separated list (`hang,sway,policy`) runs its
+  routines in turn.
 
 An episode ends early if the robot falls: a new segment starts, as after a pick-up. A recording
 session has no pushes (nobody kicks a robot being logged for identification).
@@ -30,7 +34,9 @@ from mjxgap.gap import native
 from mjxgap.gap.profiles import load_profile
 from mjxgap.identify import logs
 
-ROUTINES = ("policy", "sway", "both")
+ROUTINES = ("policy", "sway", "hang")
+HANG_M = 0.5  # the stand holds the base this far above its standing height
+HANG_AMPLITUDE_RAD = 0.3  # of the chirps, steps and rhythms, at most (within the joint ranges)
 SWAY_AMPLITUDE_RAD = 0.05
 SWAY_HZ = (0.2, 1.0)  # the joints' sine frequencies, spread evenly over this band
 GAP_S = 1.0  # time between two segments of a log
@@ -49,6 +55,28 @@ def _sway(w: native.World):
   return targets
 
 
+def _hang(w: native.World, seconds: float, seed: int):
+  """The stand routine's controller: joint targets (policy order) at time t, from one excitation
+  sequence of `seconds` at the policy rate."""
+  from mjxgap.sim.actuators.reference import SynthConfig, targets
+
+  rate = 1.0 / w.policy.spec["control_period_s"]
+  config = SynthConfig(seconds=seconds + 1.0, target_rate_hz=rate,
+                       amplitude_rad=HANG_AMPLITUDE_RAD, seed=seed)
+  sequence = targets(w.robot, config, np.random.default_rng(seed))[:, w.index]
+  return lambda t_s, readings: sequence[min(int(t_s * rate + 1e-6), len(sequence) - 1)]
+
+
+def routines(routine: str) -> list[str]:
+  """The routines a `--routine` value runs in turn."""
+  names = ["policy", "sway"] if routine == "both" else routine.split(",")
+  bad = [n for n in names if n not in ROUTINES]
+  if bad or not names:
+    raise UserError(f"--routine must be one of {', '.join(ROUTINES)}, both, or a comma-separated"
+                    f" list of them; got {routine!r}")
+  return names
+
+
 def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | pathlib.Path,
            routine: str = "policy", seed: int = 0, episode_seconds: float = 20.0,
            command_every_s: float = 10.0, truth: str | pathlib.Path | None = None) -> dict:
@@ -58,8 +86,7 @@ def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | 
   if profile.instance is None:
     raise UserError(f"--reality {reality}: recording needs one robot: name an instance as "
                     f"PROFILE@SEED (e.g. {reality}@1)")
-  if routine not in ROUTINES:
-    raise UserError(f"--routine must be one of {', '.join(ROUTINES)}, got {routine!r}")
+  kinds = routines(routine)
   if not (seconds > 0 and episode_seconds > 0 and command_every_s > 0):
     raise UserError("--seconds, --episode-seconds and --command-every must be > 0")
   out = check_new_folder(out)
@@ -85,7 +112,7 @@ def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | 
                  ("joint_vel_rad_s", readings["joint_vel"]), ("joint_target_rad", targets),
                  ("imu_gyro_rad_s", readings["base_ang_vel"]), ("imu_accel_mps2", acc[3:]),
                  ("imu_quat_wxyz", readings["base_quat_wxyz"]),
-                 ("command", np.zeros(3) if kind == "sway" else command),
+                 ("command", command if kind == "policy" else np.zeros(3)),
                  ("joint_torque_nm", np.asarray(torque_nm)[w.index])):
       rows[k].append(np.array(v, np.float64))
 
@@ -93,11 +120,13 @@ def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | 
   sway = _sway(w)
   i = 0
   while recorded < seconds - 1e-9:
-    kind = routine if routine != "both" else ROUTINES[i % 2]
+    kind = kinds[i % len(kinds)]
     start = len(rows["time_s"])
-    result = native.episode(w, native.episode_seed(seed, i),
-                            min(episode_seconds, seconds - recorded), log=log,
-                            controller=sway if kind == "sway" else None)
+    length = min(episode_seconds, seconds - recorded)
+    controller = {"sway": sway, "hang": _hang(w, length, native.episode_seed(seed, i)),
+                  "policy": None}[kind]
+    result = native.episode(w, native.episode_seed(seed, i), length, log=log,
+                            controller=controller, hang_m=HANG_M if kind == "hang" else None)
     stop = len(rows["time_s"])
     falls += int(result["fell"] or result["diverged"])
     if stop > start:

@@ -1,0 +1,163 @@
+"""`mjxgap sysid` against truth: stand logs recorded on a robot whose drive parameters and delay
+are known (MuJoCo's own PD, no noise) give those parameters back from the CLI; the files it
+writes are usable as `--robot` and `--dr`; bad input is one line, exit 2. The stand itself is
+checked against a welded base in raw MuJoCo."""
+
+import copy
+import json
+import pathlib
+
+import mujoco
+import numpy as np
+import pytest
+
+from mjxgap.cli import main
+from mjxgap.identify import logs
+
+POLICY = pathlib.Path(__file__).resolve().parents[1] / "experiments/results/policies/walk_builtin"
+# a robot off its nominal drive: every factor fixed, so the instance is exactly this
+KNOWN = {"name": "known", "base": "sim2sim",
+         "physics": {"timestep_s": 0.002, "armature_factor": 1.5, "damping_factor": 3.0,
+                     "frictionloss_factor": 2.0},
+         "motor": {"kp_factor": 0.8}, "timing": {"action_delay_ms": 16.0}}
+
+
+def _cli(capsys, argv):
+  with pytest.raises(SystemExit) as e:
+    main(argv)
+  out, err = capsys.readouterr()
+  return e.value.code, out, err
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+  """5 s of the stand routine on the known robot, fitted from the CLI."""
+  from mjxgap.identify.record import record
+
+  root = tmp_path_factory.mktemp("sysid")
+  profile = root / "known.json"
+  profile.write_text(json.dumps(KNOWN))
+  record(POLICY, f"{profile}@0", 5.0, root / "logs", routine="hang")
+  with pytest.raises(SystemExit) as e:
+    main(["sysid", str(root / "logs"), "--out", str(root / "fit"), "--max-delay-ms", "40",
+          "--max-iters", "15"])
+  assert e.value.code == 0
+  return root / "fit"
+
+
+def test_a_known_robot_is_recovered(fitted, builtin_robot):
+  fit = json.loads((fitted / "fit.json").read_text())
+  m = builtin_robot.mj_model  # the truth: the model's own values times the profile's factors
+  assert fit["loop_delay_ms"]["value"] == 16.0
+  for i, name in enumerate(builtin_robot.joint_names):
+    dof = builtin_robot.qvel_adr[i]
+    got = fit["joints"][name]
+    truth = {"armature": 1.5 * m.dof_armature[dof], "damping": 3.0 * m.dof_damping[dof],
+             "frictionloss": 2.0 * m.dof_frictionloss[dof], "kp": 0.8 * m.actuator_gainprm[i, 0]}
+    for p, tol in (("kp", 0.02), ("damping", 0.05), ("frictionloss", 0.1), ("armature", 0.1)):
+      assert got[p]["value"] == pytest.approx(truth[p], rel=tol), (name, p)
+      assert got[p]["nominal"] == pytest.approx(truth[p] / {"armature": 1.5, "damping": 3.0,
+                                                            "frictionloss": 2.0, "kp": 0.8}[p])
+  before, after = fit["error_rms"]["before"], fit["error_rms"]["after"]
+  for name in builtin_robot.joint_names:
+    assert after["joint_pos_rad"][name] < 0.1 * before["joint_pos_rad"][name]
+    assert after["joint_pos_rad"][name] < 1e-3
+
+
+def test_the_fit_is_usable_as_robot_and_randomization(fitted, builtin_robot):
+  from mjxgap.robot import load_robot
+  from mjxgap.runs.factory import make_env
+  from mjxgap.sim.spec_file import load_spec
+
+  fit = json.loads((fitted / "fit.json").read_text())
+  corrected = load_robot(str(fitted / "robot.xml"))
+  assert corrected.joint_names == builtin_robot.joint_names
+  for i, name in enumerate(corrected.joint_names):
+    assert corrected.kp[i] == pytest.approx(fit["joints"][name]["kp"]["value"], rel=1e-5)
+    dof = corrected.qvel_adr[i]
+    assert corrected.mj_model.dof_damping[dof] == pytest.approx(
+        fit["joints"][name]["damping"]["value"], rel=1e-5)
+  dr = load_spec(str(fitted / "dr.json"))
+  knee = next(p for p in dr.params if p.name == "left_knee.kp")
+  value = fit["joints"]["left_knee"]["kp"]["value"]
+  assert knee.operation == "set" and knee.low < value < knee.high
+  knee_actuator = builtin_robot.actuator_names[builtin_robot.joint_names.index("left_knee")]
+  assert knee.targets == (knee_actuator,)
+  assert dr.action_delay_ms[0] <= 16.0 <= dr.action_delay_ms[1] and dr.obs_delay_ms == (0, 0)
+  make_env("stand", corrected, randomization=str(fitted / "dr.json"))  # the env takes both
+  assert (fitted / "fit.png").stat().st_size > 10_000
+
+
+def test_the_stand_holds_the_base_as_a_weld(builtin_robot):
+  """The recorder's stand (the base 1e6 times heavier, held up against its weight, put back
+  each step) moves the legs as a welded base does: within 1e-3 rad over 1 s of sines."""
+  from mjxgap.gap.native import STAND_MASS_FACTOR
+
+  rb = builtin_robot
+  floating = copy.deepcopy(rb.mj_model)
+  b = rb.base_body_id
+  floating.body_mass[b] *= STAND_MASS_FACTOR
+  floating.body_inertia[b] *= STAND_MASS_FACTOR
+  mujoco.mj_setConst(floating, mujoco.MjData(floating))
+  d1 = mujoco.MjData(floating)
+  d1.qpos[:] = rb.default_qpos
+  d1.qpos[2] += 0.5
+  held = d1.qpos[:7].copy()
+  d1.xfrc_applied[b, :3] = -floating.body_mass[b] * floating.opt.gravity
+  # the welded robot, written by hand: the free joint removed from the MJCF
+  spec = mujoco.MjSpec.from_file(rb.source)
+  free = next(j for j in spec.joints if j.type == mujoco.mjtJoint.mjJNT_FREE)
+  free.parent.pos, free.parent.quat = [0, 0, 2.0], rb.default_qpos[3:7]
+  spec.delete(free)
+  for key in list(spec.keys):
+    spec.delete(key)
+  welded = spec.compile()
+  d2 = mujoco.MjData(welded)
+  d2.qpos[:] = rb.default_joint_pos
+  t = np.arange(500) * floating.opt.timestep
+  worst = 0.0
+  for k in range(500):
+    u = rb.default_joint_pos + 0.3 * np.sin(2 * np.pi * (1 + 0.2 * np.arange(rb.nu)) * t[k])
+    d1.ctrl[:] = d2.ctrl[:] = u
+    mujoco.mj_step(floating, d1)
+    d1.qpos[:7], d1.qvel[:6] = held, 0.0
+    mujoco.mj_step(welded, d2)
+    worst = max(worst, np.abs(d1.qpos[rb.qpos_adr] - d2.qpos).max())
+  assert worst < 1e-3
+
+
+def test_sysid_errors_are_one_line(fitted, tmp_path, capsys):
+  from mjxgap.identify.record import record
+
+  record(POLICY, "sim2sim@0", 2.0, tmp_path / "walking", routine="policy")
+  logs_folder = fitted.parent / "logs"
+  for argv, says in (
+      (["sysid", str(tmp_path / "walking"), "--out", str(tmp_path / "a")], "no 'hang' segment"),
+      (["sysid", str(tmp_path / "nothing"), "--out", str(tmp_path / "b")], "nothing"),
+      (["sysid", str(logs_folder), "--out", str(fitted)], "exists"),
+      (["sysid", str(logs_folder), "--base-dr", "nominal", "--out", str(tmp_path / "c")],
+       "nominal"),
+  ):
+    code, out, err = _cli(capsys, argv)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert out == ""
+  assert not any((tmp_path / x).exists() for x in "abc")
+
+
+def test_a_csv_log_can_say_it_was_on_the_stand(fitted, tmp_path, capsys):
+  log = logs.load(fitted.parent / "logs")
+  header = ["time_s", *(f"joint_pos_rad.{j}" for j in log.joint_names),
+            *(f"joint_vel_rad_s.{j}" for j in log.joint_names),
+            *(f"joint_target_rad.{j}" for j in log.joint_names),
+            *(f"imu_gyro_rad_s.{a}" for a in "xyz"), *(f"imu_accel_mps2.{a}" for a in "xyz"),
+            *(f"imu_quat_wxyz.{a}" for a in "wxyz")]
+  s = log.signals
+  rows = np.concatenate([s["time_s"][:, None], s["joint_pos_rad"], s["joint_vel_rad_s"],
+                         s["joint_target_rad"], s["imu_gyro_rad_s"], s["imu_accel_mps2"],
+                         s["imu_quat_wxyz"]], axis=1)
+  (tmp_path / "stand.csv").write_text(",".join(header) + "\n" + "\n".join(
+      ",".join(repr(float(x)) for x in row) for row in rows))
+  code, _, err = _cli(capsys, ["logs", "convert", str(tmp_path / "stand.csv"), "--kind", "hang",
+                               "--out", str(tmp_path / "converted")])
+  assert code == 0, err
+  assert [seg.kind for seg in logs.load(tmp_path / "converted").segments] == ["hang"]
