@@ -162,8 +162,9 @@ def _sysid(path: pathlib.Path = SYSID) -> str:
          "stand logs per instance.\n",
          "| instance | loop delay fitted (ms) | true actuation delay (ms) "
          "| true bus staleness (ms) | " + " | ".join(f"{p}: median / max error %, truth in interval" for p in params)
-         + " | joint position RMS, file -> fit (rad) |",
-         "|" + "---|" * (5 + len(params))]
+         + " | joint position RMS, file -> fit (rad) | payload fitted / true (kg) "
+         "| COM error (m) | base tilt RMS, file -> fit (rad) | standing fit applied |",
+         "|" + "---|" * (9 + len(params))]
   for r in data["instances"]:
     d = r["delay_ms"]
     cells = [f"`{r['instance']}`", f"{d['fitted_loop']:g} ± {d['half_width_95']:g}",
@@ -172,6 +173,10 @@ def _sysid(path: pathlib.Path = SYSID) -> str:
               f"{r[p]['interval_covers_truth']}" for p in params]
     rms = r["joint_pos_rms_rad"]
     cells.append(f"{rms['before']:.4f} -> {rms['after']:.4f}")
+    b = r["body"]
+    tilt = b["base_orientation_rms_rad"]
+    cells += [f"{b['payload_kg']:.2f} / {b['true_payload_kg']:.2f}", f"{b['com_error_m']:.3f}",
+              f"{tilt['before']:.3f} -> {tilt['after']:.3f}", "yes" if b["applied"] else "no"]
     out.append("| " + " | ".join(cells) + " |")
   return "\n".join(out) + "\n"
 

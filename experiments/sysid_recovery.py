@@ -1,6 +1,6 @@
-"""Parameter recovery of `mjxgap sysid` on robot instances: record stand logs of each instance
-(`mjxgap record --routine hang`, its truth written apart), fit them (`mjxgap sysid`), and
-compare the fit with the truth.
+"""Parameter recovery of `mjxgap sysid` on robot instances: record stand and standing logs of
+each instance (`mjxgap record --routine hang,sway`, its truth written apart), fit them
+(`mjxgap sysid`), and compare the fit with the truth.
 
     python experiments/sysid_recovery.py --out experiments/results/sysid_recovery.json
 
@@ -14,7 +14,8 @@ position actuator with joint armature, damping and friction loss would need to b
   limit);
 - armature: the joint's;
 - delay: the actuation delay (action + motor transport); the fitted loop delay also holds the
-  readings' staleness (each bus's, reported beside it).
+  readings' staleness (each bus's, reported beside it);
+- payload and base COM shift: the instance's draws, beside whether the fit was applied.
 """
 
 from __future__ import annotations
@@ -55,15 +56,16 @@ def truth_in_fit_terms(truth: dict, profile) -> dict:
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--instances", default="typical@1,typical@2,typical@3,harsh@1,harsh@2,harsh@3")
-  p.add_argument("--seconds", type=float, default=20.0, help="seconds of stand logs each")
+  p.add_argument("--seconds", type=float, default=20.0,
+                 help="seconds of stand logs each, and as many of standing sway")
   p.add_argument("--out", required=True)
   args = p.parse_args()
   rows = []
   with tempfile.TemporaryDirectory(prefix="mjxgap-sysid-") as tmp:
     for name in args.instances.split(","):
       root = pathlib.Path(tmp) / name
-      mjxgap("record", POLICY, "--reality", name, "--seconds", str(args.seconds), "--routine",
-             "hang", "--episode-seconds", "10", "--truth", str(root / "truth.json"), "--out",
+      mjxgap("record", POLICY, "--reality", name, "--seconds", str(2 * args.seconds),
+             "--routine", "hang,sway", "--episode-seconds", "10", "--truth", str(root / "truth.json"), "--out",
              str(root / "logs"))
       summary = mjxgap("sysid", str(root / "logs"), "--out", str(root / "fit"))
       fit = json.loads((root / "fit" / "fit.json").read_text())
@@ -87,6 +89,15 @@ def main() -> None:
                          "true_actuation": round(actuation, 2),
                          "true_bus_staleness": [round(x, 2) for x in truth["bus_staleness_ms"]],
                          "error_vs_actuation": round(fit["loop_delay_ms"]["value"] - actuation, 2)}
+      body = fit["body"]
+      row["body"] = {"payload_kg": body["parameters"]["payload_kg"]["value"],
+                     "true_payload_kg": round(truth["draws"]["payload_kg"], 3),
+                     "com_error_m": round(float(np.linalg.norm(
+                         [body["parameters"][f"com_{a}_m"]["value"] for a in "xyz"]
+                         - np.asarray(truth["draws"]["com_offset_m"]))), 4),
+                     "base_orientation_rms_rad": {k: round(v["base_orientation_rad"], 4)
+                                                  for k, v in body["error_rms"].items()},
+                     "applied": body["applied"]}
       rows.append(row)
       print(json.dumps(row), file=sys.stderr, flush=True)
   write_json_atomic(args.out, {**provenance(), "policy": POLICY, "seconds": args.seconds,

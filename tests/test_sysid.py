@@ -1,7 +1,7 @@
-"""`mjxgap sysid` against truth: stand logs recorded on a robot whose drive parameters and delay
-are known (MuJoCo's own PD, no noise) give those parameters back from the CLI; the files it
-writes are usable as `--robot` and `--dr`; bad input is one line, exit 2. The stand itself is
-checked against a welded base in raw MuJoCo."""
+"""`mjxgap sysid` against truth: logs recorded on a robot whose drive parameters, delay, payload
+and base COM are known (MuJoCo's own PD, no noise), on its stand and standing, give those back
+from the CLI; the files it writes are usable as `--robot` and `--dr`; bad input is
+one line, exit 2. The stand itself is checked against a welded base in raw MuJoCo."""
 
 import copy
 import json
@@ -18,7 +18,8 @@ POLICY = pathlib.Path(__file__).resolve().parents[1] / "experiments/results/poli
 # a robot off its nominal drive: every factor fixed, so the instance is exactly this
 KNOWN = {"name": "known", "base": "sim2sim",
          "physics": {"timestep_s": 0.002, "armature_factor": 1.5, "damping_factor": 3.0,
-                     "frictionloss_factor": 2.0},
+                     "frictionloss_factor": 2.0, "payload_kg": 3.0, "com_offset_m": 0.02,
+                     "friction": 0.5},
          "motor": {"kp_factor": 0.8}, "timing": {"action_delay_ms": 16.0}}
 
 
@@ -31,13 +32,14 @@ def _cli(capsys, argv):
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
-  """5 s of the stand routine on the known robot, fitted from the CLI."""
+  """5 s of the stand routine and 5 s of standing sway on the known robot, fitted from the
+  CLI."""
   from mjxgap.identify.record import record
 
   root = tmp_path_factory.mktemp("sysid")
   profile = root / "known.json"
   profile.write_text(json.dumps(KNOWN))
-  record(POLICY, f"{profile}@0", 5.0, root / "logs", routine="hang")
+  record(POLICY, f"{profile}@0", 10.0, root / "logs", routine="hang,sway", episode_seconds=5.0)
   with pytest.raises(SystemExit) as e:
     main(["sysid", str(root / "logs"), "--out", str(root / "fit"), "--max-delay-ms", "40",
           "--max-iters", "15"])
@@ -58,6 +60,13 @@ def test_a_known_robot_is_recovered(fitted, builtin_robot):
       assert got[p]["value"] == pytest.approx(truth[p], rel=tol), (name, p)
       assert got[p]["nominal"] == pytest.approx(truth[p] / {"armature": 1.5, "damping": 3.0,
                                                             "frictionloss": 2.0, "kp": 0.8}[p])
+  body = fit["body"]["parameters"]
+  assert body["payload_kg"]["value"] == pytest.approx(3.0, abs=0.5)
+  for axis in "xyz":
+    assert body[f"com_{axis}_m"]["value"] == pytest.approx(0.02, abs=0.005)
+  assert fit["body"]["applied"]
+  assert (fit["body"]["error_rms"]["after"]["base_orientation_rad"]
+          < 0.5 * fit["body"]["error_rms"]["before"]["base_orientation_rad"])
   before, after = fit["error_rms"]["before"], fit["error_rms"]["after"]
   for name in builtin_robot.joint_names:
     assert after["joint_pos_rad"][name] < 0.1 * before["joint_pos_rad"][name]
@@ -77,6 +86,10 @@ def test_the_fit_is_usable_as_robot_and_randomization(fitted, builtin_robot):
     dof = corrected.qvel_adr[i]
     assert corrected.mj_model.dof_damping[dof] == pytest.approx(
         fit["joints"][name]["damping"]["value"], rel=1e-5)
+  base = builtin_robot.base_body_id
+  assert corrected.mj_model.body_mass[base] == pytest.approx(
+      builtin_robot.mj_model.body_mass[base] + fit["body"]["parameters"]["payload_kg"]["value"],
+      rel=1e-5)
   dr = load_spec(str(fitted / "dr.json"))
   knee = next(p for p in dr.params if p.name == "left_knee.kp")
   value = fit["joints"]["left_knee"]["kp"]["value"]

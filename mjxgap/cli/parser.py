@@ -368,9 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "fits), policy, sway, or any word (default csv)")
 
   p = _command(sub, "sysid", help="fit each joint's drive (armature, damping, friction loss, kp) "
-                                   "and the loop delay to a robot's stand logs, with "
-                                   "mujoco.sysid; writes fit.json, robot.xml, dr.json, fit.png")
-  p.add_argument("logs", help="log folder (its 'hang' segments: the robot on its stand)")
+                                   "and the loop delay to a robot's stand logs, and its payload "
+                                   "and centre of mass to its standing logs, with mujoco.sysid; "
+                                   "writes fit.json, robot.xml, dr.json, fit.png")
+  p.add_argument("logs", help="log folder (its 'hang' segments: the robot on its stand; its "
+                              "'sway' segments, if any: standing)")
   p.add_argument("--robot", default=None,
                  help="the robot the logs are of (default: the one log.json names)")
   p.add_argument("--out", required=True, help="folder to create")

@@ -313,8 +313,9 @@ def episode(w: World, seed: int, seconds: float, log: Callable | None = None,
     tracking.append(float(np.linalg.norm(v_base[:2] - command[:2])))
     yaw_err.append(abs(float(d.qvel[5]) - command[2]))
     gravity = rotate_inverse(d.qpos[3:7], [0.0, 0.0, -1.0])
-    if held is None and contract.fallen(d.qpos[2] - w.floor_z, gravity[2], spec["termination"]["fall_height_m"],
-                       spec["termination"]["max_tilt_rad"], np):
+    if held is None and contract.fallen(d.qpos[2] - w.floor_z, gravity[2],
+                                        spec["termination"]["fall_height_m"],
+                                        spec["termination"]["max_tilt_rad"], np):
       fell = True
       break
     if t_s >= next_push_s:

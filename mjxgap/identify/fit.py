@@ -57,6 +57,7 @@ class FitConfig:
   scan_iters: int = 6  # of each shared-factor fit in the scan
   position_scale_rad: float = 0.01  # a residual of one unit: the readings' trust
   velocity_scale_rad_s: float = 0.5
+  orientation_scale_rad: float = 0.02
   threads: int = 0  # 0: one per core
 
 
@@ -66,7 +67,8 @@ class Stand:
   the log's joints into it."""
 
   model: mujoco.MjModel
-  dofs: np.ndarray  # log joint i -> dof (and qpos) index of the stand model
+  dofs: np.ndarray  # log joint i -> dof index of the model
+  qadr: np.ndarray  # log joint i -> qpos index (the dof's, without a free joint)
   actuators: np.ndarray  # log joint i -> actuator index
   nominal: dict  # parameter -> [joints] nominal value
   scale: dict  # parameter -> [joints] the value a factor of 1 is
@@ -102,7 +104,7 @@ def stand(robot, joint_names, base_quat_wxyz, physics_step_s: float) -> Stand:
              "frictionloss": m.dof_frictionloss[dofs].copy(),
              "kp": m.actuator_gainprm[actuators, 0].copy()}
   scale = {k: np.maximum(v, SCALE_FLOOR[k]) for k, v in nominal.items()}
-  return Stand(m, dofs, actuators, nominal, scale)
+  return Stand(m, dofs, dofs, actuators, nominal, scale)
 
 
 def with_values(st: Stand, values: dict) -> mujoco.MjModel:
@@ -126,6 +128,7 @@ class Windows:
   row_step: np.ndarray  # [windows, rows]: physics steps from the window's start to each row
   q: np.ndarray  # [windows, rows, joints] positions read, rad
   qd: np.ndarray  # [windows, rows, joints]
+  quat: np.ndarray  # [windows, rows, 4] the IMU's orientation
   times: list  # per window: the segment's row times, s (relative to the window's start)
   targets: list  # per window: the segment's targets at those times, [rows, joints]
 
@@ -144,24 +147,29 @@ class Windows:
     return out
 
 
-def windows(log: RobotLog, st: Stand, config: FitConfig) -> Windows:
+def windows(log: RobotLog, st: Stand, config: FitConfig, kind: str = STAND_KIND,
+            window_s: float | None = None, place=None) -> Windows:
+  """Every window of `window_s` (default the config's) in the segments of `kind`, each from the
+  state the readings give (`place(model, data, row)` sets what the joints do not: the base)."""
   period = float(log.meta.get("control_period_s") or np.median(np.diff(log.signals["time_s"])))
-  rows = max(2, int(round(config.window_s / period)))
+  rows = max(2, int(round((window_s or config.window_s) / period)))
   lead = int(math.ceil(config.max_delay_ms / 1000.0 / period)) + 1
   dt = st.model.opt.timestep
   steps = int(round((rows - 1) * period / dt))
   s = log.signals
   m, d = st.model, mujoco.MjData(st.model)
   size = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS)
-  init, row_step, q, qd, times, targets = [], [], [], [], [], []
+  init, row_step, q, qd, quat, times, targets = [], [], [], [], [], [], []
   for seg in log.segments:
-    if seg.kind != STAND_KIND:
+    if seg.kind != kind:
       continue
     t_seg = s["time_s"][seg.start:seg.stop]
     for r0 in range(seg.start + lead, seg.stop - rows + 1, rows - 1):
       mujoco.mj_resetData(m, d)
-      d.qpos[st.dofs] = s["joint_pos_rad"][r0]
+      d.qpos[st.qadr] = s["joint_pos_rad"][r0]
       d.qvel[st.dofs] = s["joint_vel_rad_s"][r0]
+      if place is not None:
+        place(m, d, r0)
       state = np.empty(size)
       mujoco.mj_getState(m, d, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
       init.append(state)
@@ -170,14 +178,16 @@ def windows(log: RobotLog, st: Stand, config: FitConfig) -> Windows:
                               1, steps))
       q.append(s["joint_pos_rad"][after])
       qd.append(s["joint_vel_rad_s"][after])
+      quat.append(s["imu_quat_wxyz"][after])
       times.append(t_seg - s["time_s"][r0])
       targets.append(s["joint_target_rad"][seg.start:seg.stop])
   if not init:
-    raise UserError(f"logs: no {STAND_KIND!r} segment holds a window of {config.window_s:g} s "
-                    f"after {config.max_delay_ms:g} ms of targets; record the stand routine "
-                    "(mjxgap record --routine hang) or log the robot on its stand")
-  return Windows(np.stack(init), steps, np.stack(row_step), np.stack(q), np.stack(qd), times,
-                 targets)
+    hint = ("the stand routine (mjxgap record --routine hang) or log the robot on its stand"
+            if kind == STAND_KIND else f"the {kind} routine (mjxgap record --routine {kind})")
+    raise UserError(f"logs: no {kind!r} segment holds a window of {window_s or config.window_s:g}"
+                    f" s after {config.max_delay_ms:g} ms of targets; record {hint}")
+  return Windows(np.stack(init), steps, np.stack(row_step), np.stack(q), np.stack(qd),
+                 np.stack(quat), times, targets)
 
 
 class Replay:
@@ -189,9 +199,9 @@ class Replay:
     self.datas = [mujoco.MjData(st.model) for _ in range(threads)]
     self.nq = st.model.nq
 
-  def run(self, models: list, controls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Joint positions and velocities at each window's rows, [models, windows, rows, joints],
-    for each model (`controls` [windows, steps, nu], or one per model [models, windows, ...])."""
+  def states(self, models: list, controls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """qpos and qvel at each window's rows, [models, windows, rows, nq or nv], for each model
+    (`controls` [windows, steps, nu], or one per model [models, windows, ...])."""
     n, nw = len(models), len(self.win.initial_state)
     ctrl = np.broadcast_to(controls, (n, *controls.shape[-3:]))
     ctrl = ctrl.reshape(n * nw, *controls.shape[-2:])
@@ -200,17 +210,37 @@ class Replay:
         np.tile(self.win.initial_state, (n, 1)), np.ascontiguousarray(ctrl))
     state = state.reshape(n, nw, self.win.steps, -1)
     at = self.win.row_step[None, :, :, None] - 1  # state after k steps is row k - 1
-    q = np.take_along_axis(state[..., 1:1 + self.nq], at, axis=2)[..., self.st.dofs]
-    qd = np.take_along_axis(state[..., 1 + self.nq:1 + 2 * self.nq], at, axis=2)[..., self.st.dofs]
-    return q, qd
+    nq, nv = self.st.model.nq, self.st.model.nv
+    return (np.take_along_axis(state[..., 1:1 + nq], at, axis=2),
+            np.take_along_axis(state[..., 1 + nq:1 + nq + nv], at, axis=2))
+
+  def run(self, models: list, controls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Joint positions and velocities at each window's rows, [models, windows, rows, joints]."""
+    qpos, qvel = self.states(models, controls)
+    return qpos[..., self.st.qadr], qvel[..., self.st.dofs]
 
   def residual(self, models: list, controls: np.ndarray) -> np.ndarray:
-    """[models, residuals]: position and velocity errors over their scales."""
-    q, qd = self.run(models, controls)
-    c = self.config
-    rq = (q - self.win.q[None]) / c.position_scale_rad
-    rqd = (qd - self.win.qd[None]) / c.velocity_scale_rad_s
-    return np.concatenate([rq.reshape(len(models), -1), rqd.reshape(len(models), -1)], axis=1)
+    """[models, residuals]: joint position and velocity errors over their scales; with a
+    floating base, the base orientation's error (rad) over the orientation scale too."""
+    qpos, qvel = self.states(models, controls)
+    c, win, n = self.config, self.win, len(models)
+    parts = [(qpos[..., self.st.qadr] - win.q[None]) / c.position_scale_rad,
+             (qvel[..., self.st.dofs] - win.qd[None]) / c.velocity_scale_rad_s]
+    if self.st.model.nq > self.st.model.nv:  # a free joint: the base's orientation
+      parts.append(orientation_error(qpos[..., 3:7], win.quat[None]) / c.orientation_scale_rad)
+    return np.concatenate([p.reshape(n, -1) for p in parts], axis=1)
+
+
+def orientation_error(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """[..., 3]: the rotation from orientation b to a (wxyz quaternions), as an axis times its
+  angle in rad (b's frame)."""
+  a, b = np.broadcast_arrays(a, b)
+  w = b[..., :1] * a[..., :1] + np.sum(b[..., 1:] * a[..., 1:], -1, keepdims=True)
+  v = (b[..., :1] * a[..., 1:] - a[..., :1] * b[..., 1:] - np.cross(b[..., 1:], a[..., 1:]))
+  v = v * np.sign(w + (w == 0))  # the short way round
+  sin = np.linalg.norm(v, axis=-1, keepdims=True)
+  angle = 2 * np.arctan2(sin, np.abs(w))
+  return np.where(sin > 1e-12, v / np.maximum(sin, 1e-12) * angle, 2 * v)
 
 
 def _per_joint(st: Stand, x: np.ndarray) -> dict:

@@ -15,9 +15,11 @@ import numpy as np
 from mjxgap.errors import UserError
 from mjxgap.files import check_new_folder, folder_atomic
 from mjxgap.identify import logs
+from mjxgap.identify.body import BODY, FLOOR_KIND, BodyFit, fit_body
 from mjxgap.identify.fit import PARAMETERS, STAND_KIND, Fit, FitConfig, fit
 
-UNITS = {"armature": "kg m^2", "damping": "N m s/rad", "frictionloss": "N m", "kp": "N m/rad"}
+UNITS = {"armature": "kg m^2", "damping": "N m s/rad", "frictionloss": "N m", "kp": "N m/rad",
+         "payload_kg": "kg", "com_x_m": "m", "com_y_m": "m", "com_z_m": "m"}
 # a randomized range is at least this wide around the fit (a fit is never exact on a real robot)
 MIN_RELATIVE_HALF_WIDTH = 0.05
 
@@ -26,10 +28,10 @@ def _number(x: float):
   return None if not math.isfinite(x) else round(float(x), 6)
 
 
-def summary(f: Fit, robot, log_folder, seconds: float) -> dict:
+def summary(f: Fit, body: BodyFit | None, robot, log_folder, seconds: float) -> dict:
   """`fit.json`: per joint and parameter the fitted value, its 95 % half-width (null: the logs
   cannot tell) and the nominal; the loop delay; RMS errors before (nominal model, no delay)
-  and after."""
+  and after; the body (payload, base COM shift, friction) where the logs stand on the floor."""
   joints = {}
   for i, name in enumerate(f.joint_names):
     joints[name] = {p: {"value": _number(f.values[p][i]),
@@ -49,11 +51,20 @@ def summary(f: Fit, robot, log_folder, seconds: float) -> dict:
       "joints": joints, "error_rms": error,
       "cost_by_delay_ms": {f"{k:g}": _number(v) for k, v in f.cost_by_delay_ms.items()},
       "iterations": f.iterations,
+      "body": None if body is None else {
+          "parameters": {k: {"value": _number(body.values[k]),
+                             "half_width_95": _number(body.half_width[k]),
+                             "nominal": _number(body.nominal[k]), "unit": UNITS[k]}
+                         for k in BODY},
+          "windows": body.windows,
+          "error_rms": {"before": body.error_before, "after": body.error_after},
+          "applied": body.used},
   }
 
 
-def corrected_spec(f: Fit, robot) -> mujoco.MjSpec:
-  """The robot's own MJCF with the fitted armature, damping, friction loss and kp."""
+def corrected_spec(f: Fit, body: BodyFit | None, robot) -> mujoco.MjSpec:
+  """The robot's own MJCF with the fitted armature, damping, friction loss and kp, and the
+  fitted payload and base COM where they explain the standing logs."""
   from mjxgap.robot import robot_spec
 
   spec, _ = robot_spec(robot.source)
@@ -71,13 +82,23 @@ def corrected_spec(f: Fit, robot) -> mujoco.MjSpec:
     kp = float(f.values["kp"][i])
     a.gainprm[0] = kp
     a.biasprm[1] = -kp
+  if body is not None and body.used:
+    m, b = robot.mj_model, robot.base_body_id
+    base = spec.body(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b))
+    grow = (m.body_mass[b] + body.values["payload_kg"]) / m.body_mass[b]
+    base.explicitinertial = True
+    base.mass = float(m.body_mass[b] * grow)
+    base.inertia = m.body_inertia[b] * grow
+    base.ipos = m.body_ipos[b] + [body.values[k] for k in ("com_x_m", "com_y_m", "com_z_m")]
+    base.iquat = m.body_iquat[b]
   return spec
 
 
 def randomization(f: Fit, robot, base: str) -> dict:
   """`dr.json`: the preset `base` whose drive parameters are set per joint around the fit
-  (+- the 95 % half-width, at least `MIN_RELATIVE_HALF_WIDTH`) and whose action delay is the
-  loop delay (+- its half-width), with no separate observation delay (the logs hold their sum)."""
+  (+- the 95 % half-width, at least `MIN_RELATIVE_HALF_WIDTH`), whose action delay is the
+  loop delay (+- its half-width), with no separate observation delay (the logs hold their
+  sum). Added mass and COM keep the preset's ranges: around the fitted base of `robot.xml`."""
   from mjxgap.sim import spec_file
   from mjxgap.sim.randomization import ParamSpec
 
@@ -146,11 +167,14 @@ def sysid(log_folder, robot_name: str | None, out, config: FitConfig = FitConfig
   with folder_atomic(out) as tmp:
     with open(tmp / "optimizer.log", "w") as lines:
       f = fit(log, robot, config, output=lines)
+      print("body", file=lines)
+      body = (fit_body(log, robot, f, config, output=lines)
+              if any(s.kind == FLOOR_KIND for s in log.segments) else None)
     seconds = sum(float(log.signals["time_s"][s.stop - 1] - log.signals["time_s"][s.start])
                   for s in log.segments if s.kind == STAND_KIND)
-    result = summary(f, robot, log_folder, seconds)
+    result = summary(f, body, robot, log_folder, seconds)
     (tmp / "fit.json").write_text(json.dumps(result, indent=1))
-    spec = corrected_spec(f, robot)
+    spec = corrected_spec(f, body, robot)
     spec.compile()
     (tmp / "robot.xml").write_text(spec.to_xml())
     (tmp / "dr.json").write_text(json.dumps(randomization(f, robot, base_dr), indent=1))
@@ -158,4 +182,6 @@ def sysid(log_folder, robot_name: str | None, out, config: FitConfig = FitConfig
   before, after = (float(np.mean(e["joint_pos_rad"])) for e in (f.error_before, f.error_after))
   return {"out": str(out), "windows": f.windows, "loop_delay_ms": f.delay_ms,
           "joint_pos_rms_rad": {"before": round(before, 5), "after": round(after, 5)},
+          "body": None if body is None else {**{k: round(v, 4) for k, v in body.values.items()},
+                                             "applied": body.used},
           "files": ["fit.json", "robot.xml", "dr.json", "fit.png", "optimizer.log"]}
