@@ -30,7 +30,7 @@ SCALE = {"payload_kg": 1.0, "com_x_m": 0.01, "com_y_m": 0.01, "com_z_m": 0.01}
 BOUNDS = {"payload_kg": (-10.0, 30.0), "com_x_m": (-0.1, 0.1), "com_y_m": (-0.1, 0.1),
           "com_z_m": (-0.1, 0.1)}
 WINDOW_S = 0.4  # a standing humanoid replayed open loop drifts off its readings within a second
-# the fit is applied (robot.xml, dr.json) only if it cuts the base orientation's replay error by
+# the fit is applied (to robot.xml) only if it cuts the base orientation's replay error by
 # at least this fraction: a fit that explains the standing logs no better than the robot file
 # has found nothing to correct it with
 MIN_IMPROVEMENT = 0.2
@@ -46,7 +46,7 @@ class BodyFit:
   windows: int
 
   @property
-  def used(self) -> bool:
+  def applied(self) -> bool:
     key = "base_orientation_rad"
     return self.error_after[key] <= (1.0 - MIN_IMPROVEMENT) * self.error_before[key]
 

@@ -58,7 +58,7 @@ def summary(f: Fit, body: BodyFit | None, robot, log_folder, seconds: float) -> 
                          for k in BODY},
           "windows": body.windows,
           "error_rms": {"before": body.error_before, "after": body.error_after},
-          "applied": body.used},
+          "applied": body.applied},
   }
 
 
@@ -82,7 +82,7 @@ def corrected_spec(f: Fit, body: BodyFit | None, robot) -> mujoco.MjSpec:
     kp = float(f.values["kp"][i])
     a.gainprm[0] = kp
     a.biasprm[1] = -kp
-  if body is not None and body.used:
+  if body is not None and body.applied:
     m, b = robot.mj_model, robot.base_body_id
     base = spec.body(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b))
     grow = (m.body_mass[b] + body.values["payload_kg"]) / m.body_mass[b]
@@ -183,5 +183,5 @@ def sysid(log_folder, robot_name: str | None, out, config: FitConfig = FitConfig
   return {"out": str(out), "windows": f.windows, "loop_delay_ms": f.delay_ms,
           "joint_pos_rms_rad": {"before": round(before, 5), "after": round(after, 5)},
           "body": None if body is None else {**{k: round(v, 4) for k, v in body.values.items()},
-                                             "applied": body.used},
+                                             "applied": body.applied},
           "files": ["fit.json", "robot.xml", "dr.json", "fit.png", "optimizer.log"]}
