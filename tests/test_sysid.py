@@ -174,3 +174,18 @@ def test_a_csv_log_can_say_it_was_on_the_stand(fitted, tmp_path, capsys):
                                "--out", str(tmp_path / "converted")])
   assert code == 0, err
   assert [seg.kind for seg in logs.load(tmp_path / "converted").segments] == ["hang"]
+
+
+def test_orientation_error_is_mujocos_quaternion_difference():
+  from mjxgap.identify.fit import orientation_error
+
+  rng = np.random.default_rng(0)
+  a, b = rng.normal(size=(2, 50, 4))
+  a /= np.linalg.norm(a, axis=1, keepdims=True)
+  b /= np.linalg.norm(b, axis=1, keepdims=True)
+  got = orientation_error(a, b)
+  for i in range(50):
+    want = np.zeros(3)
+    mujoco.mju_subQuat(want, a[i], b[i])  # the rotation from b to a, in b's frame
+    np.testing.assert_allclose(got[i], want, atol=1e-9)
+  np.testing.assert_allclose(orientation_error(a, a), 0.0, atol=1e-7)
