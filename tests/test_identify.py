@@ -12,20 +12,13 @@ import sys
 import numpy as np
 import pytest
 
-from mjxgap.cli import main
+from conftest import run_cli
 from mjxgap.deploy.runtime import Policy
 from mjxgap.gap import native
 from mjxgap.gap.profiles import PROFILES, load_profile
 from mjxgap.identify import logs
 
 POLICY = pathlib.Path(__file__).resolve().parents[1] / "experiments/results/policies/walk_builtin"
-
-
-def _cli(capsys, argv) -> tuple[int, str, str]:
-  with pytest.raises(SystemExit) as e:
-    main(argv)
-  out, err = capsys.readouterr()
-  return e.value.code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -84,16 +77,16 @@ def test_an_instance_is_one_robot_drawn_within_its_profile():
 
 
 def test_instances_are_named_in_one_line(tmp_path, capsys):
-  code, _, err = _cli(capsys, ["record", str(POLICY), "--reality", "harsh", "--out",
+  code, _, err = run_cli(capsys, ["record", str(POLICY), "--reality", "harsh", "--out",
                                str(tmp_path / "l")])
   assert code == 2 and "PROFILE@SEED" in err and len(err.strip().splitlines()) == 1
-  code, _, err = _cli(capsys, ["record", str(POLICY), "--reality", "harsh@one", "--out",
+  code, _, err = run_cli(capsys, ["record", str(POLICY), "--reality", "harsh@one", "--out",
                                str(tmp_path / "l")])
   assert code == 2 and "whole number" in err
-  code, _, err = _cli(capsys, ["record", str(POLICY), "--reality", "harsh@1", "--truth",
+  code, _, err = run_cli(capsys, ["record", str(POLICY), "--reality", "harsh@1", "--truth",
                                str(tmp_path / "l" / "truth.json"), "--out", str(tmp_path / "l")])
   assert code == 2 and "inside the log folder" in err
-  code, _, err = _cli(capsys, ["gap", str(POLICY), "--reality", "typical@2", "--simulator",
+  code, _, err = run_cli(capsys, ["gap", str(POLICY), "--reality", "typical@2", "--simulator",
                                "mjx", "--out", str(tmp_path / "g")])
   assert code == 2 and "native MuJoCo only" in err
   assert not (tmp_path / "l").exists() and not (tmp_path / "g").exists()
@@ -191,7 +184,7 @@ def test_a_csv_log_converts_to_the_same_log(recorded, tmp_path, capsys):
   root, _, _ = recorded
   log = logs.load(root / "harsh")
   _write_csv(tmp_path / "log.csv", log)
-  code, out, err = _cli(capsys, ["logs", "convert", str(tmp_path / "log.csv"), "--out",
+  code, out, err = run_cli(capsys, ["logs", "convert", str(tmp_path / "log.csv"), "--out",
                                  str(tmp_path / "converted")])
   assert code == 0, err
   back = logs.load(tmp_path / "converted")
@@ -199,7 +192,7 @@ def test_a_csv_log_converts_to_the_same_log(recorded, tmp_path, capsys):
   assert [(s.start, s.stop) for s in back.segments] == [(s.start, s.stop) for s in log.segments]
   for name, a in log.signals.items():
     np.testing.assert_array_equal(back.signals[name], a)
-  code, out, _ = _cli(capsys, ["logs", "check", str(tmp_path / "converted"), "--robot",
+  code, out, _ = run_cli(capsys, ["logs", "check", str(tmp_path / "converted"), "--robot",
                                "builtin"])
   assert code == 0 and json.loads(out)["segments"] == len(log.segments)
 
@@ -234,7 +227,7 @@ def _broken(root, tmp_path, name, change):
 def test_bad_logs_are_one_line(recorded, tmp_path, capsys, name, change, message):
   root, _, _ = recorded
   folder = _broken(root, tmp_path, name, change)
-  code, out, err = _cli(capsys, ["logs", "check", str(folder), "--robot", "builtin"])
+  code, out, err = run_cli(capsys, ["logs", "check", str(folder), "--robot", "builtin"])
   assert code == 2 and out == ""
   assert message in err and len(err.strip().splitlines()) == 1, err
 
@@ -247,7 +240,7 @@ def test_a_missing_joint_and_a_missing_folder_are_one_line(recorded, tmp_path, c
     for k in ("joint_pos_rad", "joint_vel_rad_s", "joint_target_rad", "joint_torque_nm"):
       s[k] = s[k][:, :-1]
   folder = _broken(root, tmp_path, "eleven", drop_joint)
-  code, _, err = _cli(capsys, ["logs", "check", str(folder), "--robot", "builtin"])
+  code, _, err = run_cli(capsys, ["logs", "check", str(folder), "--robot", "builtin"])
   assert code == 2 and "of the robot is not logged" in err
-  code, _, err = _cli(capsys, ["logs", "check", str(tmp_path / "nowhere")])
+  code, _, err = run_cli(capsys, ["logs", "check", str(tmp_path / "nowhere")])
   assert code == 2 and "no such log folder" in err

@@ -11,6 +11,7 @@ import mujoco
 import numpy as np
 import pytest
 
+from conftest import run_cli
 from mjxgap.cli import main
 from mjxgap.identify import logs
 
@@ -21,13 +22,6 @@ KNOWN = {"name": "known", "base": "sim2sim",
                      "frictionloss_factor": 2.0, "payload_kg": 3.0, "com_offset_m": 0.02,
                      "friction": 0.5},
          "motor": {"kp_factor": 0.8}, "timing": {"action_delay_ms": 16.0}}
-
-
-def _cli(capsys, argv):
-  with pytest.raises(SystemExit) as e:
-    main(argv)
-  out, err = capsys.readouterr()
-  return e.value.code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +145,7 @@ def test_sysid_errors_are_one_line(fitted, tmp_path, capsys):
       (["sysid", str(logs_folder), "--base-dr", "nominal", "--out", str(tmp_path / "c")],
        "nominal"),
   ):
-    code, out, err = _cli(capsys, argv)
+    code, out, err = run_cli(capsys, argv)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (argv, err)
     assert out == ""
   assert not any((tmp_path / x).exists() for x in "abc")
@@ -170,7 +164,7 @@ def test_a_csv_log_can_say_it_was_on_the_stand(fitted, tmp_path, capsys):
                          s["imu_quat_wxyz"]], axis=1)
   (tmp_path / "stand.csv").write_text(",".join(header) + "\n" + "\n".join(
       ",".join(repr(float(x)) for x in row) for row in rows))
-  code, _, err = _cli(capsys, ["logs", "convert", str(tmp_path / "stand.csv"), "--kind", "hang",
+  code, _, err = run_cli(capsys, ["logs", "convert", str(tmp_path / "stand.csv"), "--kind", "hang",
                                "--out", str(tmp_path / "converted")])
   assert code == 0, err
   assert [seg.kind for seg in logs.load(tmp_path / "converted").segments] == ["hang"]

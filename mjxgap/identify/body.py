@@ -19,8 +19,8 @@ import dataclasses
 import mujoco
 import numpy as np
 
-from mjxgap.identify.fit import (Fit, FitConfig, Replay, Stand, orientation_error,
-                                 require_sysid, windows)
+from mjxgap.identify.fit import (Fit, FitConfig, Replay, Stand, least_squares,
+                                 orientation_error, require_sysid, windows, with_values)
 from mjxgap.identify.logs import RobotLog
 
 FLOOR_KIND = "sway"
@@ -56,15 +56,11 @@ def floor_model(robot, joint_names, drive: Fit, physics_step_s: float) -> Stand:
   m = copy.deepcopy(robot.mj_model)
   m.opt.timestep = physics_step_s
   index = [robot.joint_names.index(j) for j in joint_names]
-  dofs, qadr = robot.qvel_adr[index], robot.qpos_adr[index]
-  actuators = np.asarray(index)
-  m.dof_armature[dofs] = drive.values["armature"]
-  m.dof_damping[dofs] = drive.values["damping"]
-  m.dof_frictionloss[dofs] = drive.values["frictionloss"]
-  m.actuator_gainprm[actuators, 0] = drive.values["kp"]
-  m.actuator_biasprm[actuators, 1] = -drive.values["kp"]
-  mujoco.mj_setConst(m, mujoco.MjData(m))
-  return Stand(m, dofs, qadr, actuators, drive.values, drive.values)
+  floor = Stand(m, robot.qvel_adr[index], robot.qpos_adr[index], np.asarray(index),
+                drive.values, drive.values)
+  floor.model = with_values(floor, drive.values)
+  mujoco.mj_setConst(floor.model, mujoco.MjData(floor.model))
+  return floor
 
 
 def with_body(robot, fl: Stand, values: dict) -> mujoco.MjModel:
@@ -127,22 +123,12 @@ def fit_body(log: RobotLog, robot, drive: Fit, config: FitConfig = FitConfig(),
   nominal = {k: 0.0 for k in BODY}
   to_values = lambda x: {k: float(v) * SCALE[k] for k, v in zip(BODY, x)}
 
-  def residual_fn(x, _params):
-    cols = x.reshape(len(x), -1)
-    models = [with_body(robot, fl, to_values(cols[:, i])) for i in range(cols.shape[1])]
-    r = replay.residual(models, controls).T
-    return [r if x.ndim == 2 else r[:, 0]], None, None
-
-  params = sysid.ParameterDict()
-  for k in BODY:
-    lo, hi = BOUNDS[k]
-    params.add(sysid.Parameter(k, nominal=nominal[k] / SCALE[k], min_value=lo / SCALE[k],
-                               max_value=hi / SCALE[k]))
-  opt, result = sysid.optimize(params, residual_fn, optimizer="mujoco", verbose=False,
-                               max_iters=config.max_iters, eps=1e-4, x_scale="jac",
-                               output=output)
-  x = opt.as_vector()
-  _, half = sysid.calculate_intervals(residual_fn(x, opt)[0], result.jac)
+  x, r, result = least_squares(
+      replay, lambda x: with_body(robot, fl, to_values(x)), controls, BODY,
+      [nominal[k] / SCALE[k] for k in BODY],
+      [(BOUNDS[k][0] / SCALE[k], BOUNDS[k][1] / SCALE[k]) for k in BODY], config.max_iters,
+      output)
+  _, half = sysid.calculate_intervals(r, result.jac)
   values = to_values(x)
   return BodyFit(values, {k: float(h) * SCALE[k] for k, h in zip(BODY, half)}, nominal,
                  _errors(replay, with_body(robot, fl, nominal), controls),

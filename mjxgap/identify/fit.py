@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import io
 import math
 import os
@@ -137,13 +138,10 @@ class Windows:
     before it (zero-order hold)."""
     dt = st.model.opt.timestep
     out = np.zeros((len(self.times), self.steps, st.model.nu))
-    base = np.zeros(st.model.nu)
+    tau = (np.arange(self.steps) - delay_steps) * dt
     for w, (t, u) in enumerate(zip(self.times, self.targets)):
-      tau = (np.arange(self.steps) - delay_steps) * dt
       row = np.clip(np.searchsorted(t, tau + 1e-9, side="right") - 1, 0, len(t) - 1)
-      held = np.tile(base, (self.steps, 1))
-      held[:, st.actuators] = u[row]
-      out[w] = held
+      out[w][:, st.actuators] = u[row]
     return out
 
 
@@ -197,7 +195,6 @@ class Replay:
     self.st, self.win, self.config = st, win, config
     threads = config.threads or os.cpu_count() or 1
     self.datas = [mujoco.MjData(st.model) for _ in range(threads)]
-    self.nq = st.model.nq
 
   def states(self, models: list, controls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """qpos and qvel at each window's rows, [models, windows, rows, nq or nv], for each model
@@ -255,16 +252,34 @@ def _per_kind(st: Stand, x: np.ndarray) -> dict:
   return {p: st.scale[p] * x[i] for i, p in enumerate(PARAMETERS)}
 
 
-def parameters(names, start: np.ndarray) -> "mujoco.sysid.ParameterDict":
-  """The declared parameter set `names` (`joint.parameter` or `parameter`), each a factor
-  starting at `start` within `FACTOR_BOUNDS`."""
+def parameters(names, start, bounds) -> "mujoco.sysid.ParameterDict":
+  """The declared parameter set: each of `names` starting at `start` (moved inside its bounds),
+  within `bounds` ((low, high) each)."""
   sysid = require_sysid()
   params = sysid.ParameterDict()
-  for name, x in zip(names, start):
-    lo, hi = FACTOR_BOUNDS[name.rsplit(".", 1)[-1]]
+  for name, x, (lo, hi) in zip(names, start, bounds):
     params.add(sysid.Parameter(name, nominal=float(np.clip(x, lo, hi)), min_value=lo,
                                max_value=hi))
   return params
+
+
+def least_squares(replay: Replay, model_of, controls: np.ndarray, names, start, bounds,
+                  iters: int, output):
+  """`mujoco.sysid.optimize` of the parameters `names` (see `parameters`), each parameter vector
+  a model `model_of(x)` replayed over every window; finite-difference columns are replayed
+  together. Returns the solution, its residuals (a list, as `calculate_intervals` takes them)
+  and the optimizer's result (its Jacobian)."""
+  sysid = require_sysid()
+
+  def residual_fn(x, _params):
+    cols = x.reshape(len(x), -1)
+    r = replay.residual([model_of(cols[:, i]) for i in range(cols.shape[1])], controls).T
+    return [r if x.ndim == 2 else r[:, 0]], None, None
+  opt, result = sysid.optimize(parameters(names, start, bounds), residual_fn, optimizer="mujoco",
+                               verbose=False, max_iters=iters, eps=1e-4, x_scale="jac",
+                               output=output if output is not None else io.StringIO())
+  x = opt.as_vector()
+  return x, residual_fn(x, opt)[0], result
 
 
 def require_sysid():
@@ -328,20 +343,12 @@ def fit(log: RobotLog, robot, config: FitConfig = FitConfig(), output=None) -> F
   replay = Replay(st, win, config)
   dt = config.physics_step_s
   max_steps = int(config.max_delay_ms / 1000.0 / dt + 1e-9)
-  controls = {k: win.controls(st, k) for k in range(max_steps + 1)}
+  controls = functools.lru_cache(maxsize=None)(lambda k: win.controls(st, k))  # as scanned
 
   def solve(names, start, to_values, k, iters):
-    def residual_fn(x, _params):
-      cols = x.reshape(len(x), -1)
-      models = [with_values(st, to_values(cols[:, i])) for i in range(cols.shape[1])]
-      r = replay.residual(models, controls[k]).T  # [residuals, columns]
-      return [r if x.ndim == 2 else r[:, 0]], None, None
-    opt, result = sysid.optimize(parameters(names, start), residual_fn, optimizer="mujoco",
-                                 verbose=False, max_iters=iters, eps=1e-4, x_scale="jac",
-                                 output=output)
-    x = opt.as_vector()
-    r = residual_fn(x, opt)[0]
-    return x, r, result
+    bounds = [FACTOR_BOUNDS[name.rsplit(".", 1)[-1]] for name in names]
+    return least_squares(replay, lambda x: with_values(st, to_values(x)), controls(k), names,
+                         start, bounds, iters, output)
 
   cost = lambda r: float(np.sum(r[0] ** 2))
   shared = {}
@@ -374,6 +381,6 @@ def fit(log: RobotLog, robot, config: FitConfig = FitConfig(), output=None) -> F
   return Fit(tuple(log.joint_names), values, _per_joint(st, np.asarray(half, float)),
              st.nominal, best * dt * 1000.0, delay_half_width_ms, dt,
              {round(k * dt * 1000.0, 6): c for k, c in by_delay.items()},
-             _rms(replay, with_values(st, st.nominal), controls[0]),
-             _rms(replay, fitted, controls[best]), len(win.initial_state),
+             _rms(replay, with_values(st, st.nominal), controls(0)),
+             _rms(replay, fitted, controls(best)), len(win.initial_state),
              len(result.extras.get("objective", [])), replay)

@@ -128,11 +128,13 @@ def load(folder: str | pathlib.Path, joint_names=None) -> RobotLog:
           if k not in ("format", "joint_names", "signals", "segments")}
   log = check(folder, tuple(names), signals, segments, meta)
   if joint_names is not None:
-    _check_joints(where, log.joint_names, tuple(joint_names))
+    check_joints(folder, log, joint_names)
   return log
 
 
-def _check_joints(where, logged: tuple, robot: tuple) -> None:
+def check_joints(folder: str | pathlib.Path, log: RobotLog, joint_names) -> None:
+  """Refuses (one line) a log whose joints are not exactly a robot's `joint_names`."""
+  where, logged, robot = pathlib.Path(folder) / "log.json", log.joint_names, tuple(joint_names)
   unknown = [j for j in logged if j not in robot]
   if unknown:
     raise UserError(f"{where}: joint {unknown[0]!r} is not a joint of the robot "

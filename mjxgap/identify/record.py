@@ -123,8 +123,8 @@ def record(policy: str | pathlib.Path, reality: str, seconds: float, out: str | 
     kind = kinds[i % len(kinds)]
     start = len(rows["time_s"])
     length = min(episode_seconds, seconds - recorded)
-    controller = {"sway": sway, "hang": _hang(w, length, native.episode_seed(seed, i)),
-                  "policy": None}[kind]
+    controller = (sway if kind == "sway" else None if kind == "policy"
+                  else _hang(w, length, native.episode_seed(seed, i)))
     result = native.episode(w, native.episode_seed(seed, i), length, log=log,
                             controller=controller, hang_m=HANG_M if kind == "hang" else None)
     stop = len(rows["time_s"])

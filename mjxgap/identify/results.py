@@ -159,11 +159,12 @@ def sysid(log_folder, robot_name: str | None, out, config: FitConfig = FitConfig
 
   spec_file.preset(base_dr)  # an unknown preset fails before the fit, not after it
   out = check_new_folder(out)
-  robot_name = robot_name or logs.load(log_folder).meta.get("robot")
+  log = logs.load(log_folder)
+  robot_name = robot_name or log.meta.get("robot")
   if not robot_name:
     raise UserError(f"{log_folder}: its log.json names no robot; say which with --robot")
   robot = load_robot(robot_name)
-  log = logs.load(log_folder, robot.joint_names)
+  logs.check_joints(log_folder, log, robot.joint_names)
   with folder_atomic(out) as tmp:
     with open(tmp / "optimizer.log", "w") as lines:
       f = fit(log, robot, config, output=lines)
