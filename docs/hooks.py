@@ -3,8 +3,9 @@
 A page holds a marker comment that `on_page_markdown` replaces:
 `<!-- mjxgap:cli -->` (every command's `--help`), `<!-- mjxgap:config NAME -->` (a config
 dataclass's fields: type, default and the comment beside each), `<!-- mjxgap:api -->` (the
-public API, rendered by mkdocstrings from the docstrings), `<!-- mjxgap:throughput -->` (the
-throughput tables, from the JSON `experiments/throughput.py` writes).
+public API, rendered by mkdocstrings from the docstrings), `<!-- mjxgap:throughput -->`,
+`<!-- mjxgap:sysid -->` and `<!-- mjxgap:fine_tune -->` (result tables, from the JSON the
+experiment scripts write).
 """
 
 from __future__ import annotations
@@ -181,6 +182,43 @@ def _sysid(path: pathlib.Path = SYSID) -> str:
   return "\n".join(out) + "\n"
 
 
+FINE_TUNE = THROUGHPUT.parent / "fine_tune.json"
+ARMS = (("before", "before"), ("more_training", "more training"), ("sysid", "sysid"),
+        ("delta", "delta"), ("both", "sysid + delta"))
+
+
+def _fine_tune(path: pathlib.Path = FINE_TUNE) -> str:
+  """The before/after table of `fine_tune.py`: survival and tracking error per arm."""
+  if not path.is_file():
+    return ("Not measured at this version: `python experiments/fine_tune.py --work "
+            "runs/fine_tune --out experiments/results/fine_tune.json`.\n")
+  data = json.loads(path.read_text())
+  arms = [(k, name) for k, name in ARMS
+          if any(k in row for row in data["instances"].values())]
+  out = [f"`{data['command']}`: {data['machine']}, {data['date']}; fine-tuning "
+         f"{data['fine_tune_env_steps']:,} env steps each, {data['episodes']} native episodes "
+         "of 20 s per cell. Survival (95% interval) / tracking error (m/s).\n",
+         "| instance | " + " | ".join(name for _, name in arms)
+         + " | loop delay fitted (ms) | delta: held-out joint RMS without -> with (rad) |",
+         "|" + "---|" * (len(arms) + 3)]
+  for name, row in data["instances"].items():
+    cells = [f"`{name}`"]
+    for k, _ in arms:
+      if k not in row:
+        cells.append("not run")
+        continue
+      s_, t = row[k]["survival"], row[k]["tracking_error_mps"]
+      cells.append(f"{s_['value']:.2f} ({s_['low']:.2f}-{s_['high']:.2f}) / {t['value']:.2f}")
+    ident = row.get("identified")
+    if ident:
+      held = ident["delta_held_out_joint_pos_rms_rad"]["delta_fit"]
+      cells += [f"{ident['loop_delay_ms']:g}", f"{held['without']:.4f} -> {held['with']:.4f}"]
+    else:
+      cells += ["", ""]
+    out.append("| " + " | ".join(cells) + " |")
+  return "\n".join(out) + "\n"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
   markdown = markdown.replace("<!-- mjxgap:cli -->", _cli())
   markdown = markdown.replace("<!-- mjxgap:api -->", _api())
@@ -188,4 +226,6 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     markdown = markdown.replace("<!-- mjxgap:throughput -->", _throughput())
   if "<!-- mjxgap:sysid -->" in markdown:
     markdown = markdown.replace("<!-- mjxgap:sysid -->", _sysid())
+  if "<!-- mjxgap:fine_tune -->" in markdown:
+    markdown = markdown.replace("<!-- mjxgap:fine_tune -->", _fine_tune())
   return re.sub(r"<!-- mjxgap:config (\w+) -->", lambda m: _config(m.group(1)), markdown)

@@ -120,16 +120,6 @@ SMALL_RUN = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no
              "--set", "task.episode_length_s=1.0", "--total-steps", "256"]
 
 
-def run_cli(capsys, argv) -> tuple[int, str, str]:
-  """`mjxgap ARGV` in this process: its exit status, stdout and stderr."""
-  from mjxgap.cli import main
-
-  with pytest.raises(SystemExit) as e:
-    main(argv)
-  out, err = capsys.readouterr()
-  return e.value.code, out, err
-
-
 def train_and_export(root, train_argv):
   """(run folder, export folder) of `mjxgap train TRAIN_ARGV` then `mjxgap export`."""
   from mjxgap.cli import main

@@ -1,17 +1,21 @@
 """`mjxgap export`: ONNX parity with the JAX policy, raw weights, the sidecar, refusals."""
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 
 from mjxgap.cli import main
+from mjxgap.deploy.export import load_weights
+from mjxgap.robot import load_robot
 from mjxgap.runs import checkpoint
 from mjxgap.runs.factory import make_trainer
 from mjxgap.runs.resume import load_config
@@ -489,3 +493,92 @@ def test_play_video_without_opengl_one_line_exit_2(adr_clipped, tmp_path):
   proc = _play_video(out, gif, "glfw")
   assert proc.returncode == 2 and "no OpenGL" in proc.stderr, proc.stderr
   assert len(proc.stderr.strip().splitlines()) == 1 and not gif.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# fine-tuning from an export (`mjxgap train --init-from`)
+
+FINE_TUNE = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no-progress",
+             "--set", "task.episode_length_s=1.0", "--total-steps", "128"]
+
+
+def test_a_warm_started_state_acts_as_the_export_in_plain_numpy(exported, jax_policy):
+  from mjxgap.deploy.export import load_weights, numpy_forward
+  from mjxgap.runs import warm_start
+
+  run, out = exported
+  trainer, _, _ = jax_policy
+  config = dataclasses.replace(load_config(run), init_from=str(out))
+  source = warm_start.load(config, trainer, load_robot("builtin").joint_names, trainer.env.dt)
+  fresh = trainer.init(7)
+  state = warm_start.apply(fresh, source, observations_seen=1000)
+  obs = _observations(trainer, 500, seed=3)
+  np.testing.assert_allclose(np.asarray(trainer.policy_fn(state.params, state.obs_stats)(obs)),
+                             numpy_forward(load_weights(out / "weights.npz"), obs),
+                             atol=1e-5, rtol=0)
+  assert int(state.obs_stats.count) == 1000
+  for part in ("critic", "log_std"):  # what an export does not hold starts fresh
+    np.testing.assert_array_equal(np.concatenate([np.ravel(x) for x in jax.tree.leaves(
+        state.params[part])]), np.concatenate([np.ravel(x) for x in jax.tree.leaves(
+            fresh.params[part])]))
+
+
+def test_train_init_from_continues_the_exported_actor(exported, tmp_path, capsys):
+  """One iteration of a fine-tuning: inside its critic's warm-up, so the actor is still the
+  export's exactly while the critic has learned."""
+  _, out = exported
+  ft = tmp_path / "ft"
+  code, _, err = _cli(["train", "--init-from", str(out), *FINE_TUNE, "--out", str(ft)], capsys)
+  assert code == 0, err
+  assert "starting from the policy in" in err
+  config = json.loads((ft / "config.json").read_text())
+  assert config["init_from"] == str(out.absolute())
+  assert config["ppo"]["critic_warmup_iterations"] == 100
+  trainer, _, state, _ = _restore(ft)
+  p = state.params["actor"]["params"]
+  want = load_weights(out / "weights.npz").layers
+  got = [(p[k]["kernel"], p[k]["bias"]) for k in ("hidden_0", "hidden_1", "out")]
+  for (w, b), (kw, kb) in zip(want, got):
+    np.testing.assert_array_equal(np.asarray(kw)[:, :w.shape[1]], w)
+    np.testing.assert_array_equal(np.asarray(kb)[:b.shape[0]], b)
+  fresh = trainer.init(0).params["critic"]
+  moved = [float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+           for a, b in zip(jax.tree.leaves(state.params["critic"]), jax.tree.leaves(fresh))]
+  assert max(moved) > 1e-4
+  # the normaliser counted the export as 128 observations, then saw one iteration's 128
+  assert int(state.obs_stats.count) == 256
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--set", "ppo.actor_hidden=32,32"], "actor layers"),
+    (["--task", "walk"], "trained for task 'stand'"),
+    (["--resume"], "a resumed run continues its checkpoint"),
+])
+def test_train_init_from_a_policy_that_does_not_fit_one_line_exit_2(exported, tmp_path, capsys,
+                                                                     extra, message):
+  _, out = exported
+  code, _, err = _cli(["train", "--init-from", str(out), *FINE_TUNE, *extra,
+                       "--out", str(tmp_path / "ft")], capsys)
+  assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+  assert not (tmp_path / "ft").exists()
+
+
+def test_train_init_from_missing_or_recipe_less_one_line_exit_2(exported, tmp_path, capsys):
+  _, out = exported
+  for source, message in ((tmp_path / "nope", "no such folder"),
+                          (out, "was not trained from a recipe")):
+    code, _, err = _cli(["train", "--init-from", str(source), "--out", str(tmp_path / "ft")],
+                        capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_init_from_a_recipe_export_fine_tunes_with_the_recipe_as_it_ended():
+  from mjxgap.runs.warm_start import source_config
+
+  config = source_config("experiments/results/policies/walk_builtin")
+  # walk_builtin's last stage: learning rate 3e-5, exploration std at most 0.05, pushes twice
+  # as often, hip deviation -0.03; no stage left to run, and no recipe claimed
+  assert (config.ppo.learning_rate, config.ppo.max_action_std) == (3e-5, 0.05)
+  assert config.dr == "walk_training_pushes" and config.stages == ()
+  assert config.task_overrides["rewards.hip_deviation"] == -0.03
+  assert (config.recipe, config.task, config.ppo.num_envs) == ("", "walk", 128)

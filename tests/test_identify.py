@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from cli_helper import run_cli
 from mjxgap.deploy.runtime import Policy
 from mjxgap.gap import native
 from mjxgap.gap.profiles import PROFILES, load_profile
@@ -77,17 +77,17 @@ def test_an_instance_is_one_robot_drawn_within_its_profile():
 
 
 def test_instances_are_named_in_one_line(tmp_path, capsys):
-  code, _, err = run_cli(capsys, ["record", str(POLICY), "--reality", "harsh", "--out",
-                               str(tmp_path / "l")])
+  code, _, err = run_cli(["record", str(POLICY), "--reality", "harsh", "--out",
+                          str(tmp_path / "l")], capsys)
   assert code == 2 and "PROFILE@SEED" in err and len(err.strip().splitlines()) == 1
-  code, _, err = run_cli(capsys, ["record", str(POLICY), "--reality", "harsh@one", "--out",
-                               str(tmp_path / "l")])
+  code, _, err = run_cli(["record", str(POLICY), "--reality", "harsh@one", "--out",
+                          str(tmp_path / "l")], capsys)
   assert code == 2 and "whole number" in err
-  code, _, err = run_cli(capsys, ["record", str(POLICY), "--reality", "harsh@1", "--truth",
-                               str(tmp_path / "l" / "truth.json"), "--out", str(tmp_path / "l")])
+  code, _, err = run_cli(["record", str(POLICY), "--reality", "harsh@1", "--truth",
+                          str(tmp_path / "l" / "truth.json"), "--out", str(tmp_path / "l")], capsys)
   assert code == 2 and "inside the log folder" in err
-  code, _, err = run_cli(capsys, ["gap", str(POLICY), "--reality", "typical@2", "--simulator",
-                               "mjx", "--out", str(tmp_path / "g")])
+  code, _, err = run_cli(["gap", str(POLICY), "--reality", "typical@2", "--simulator",
+                          "mjx", "--out", str(tmp_path / "g")], capsys)
   assert code == 2 and "native MuJoCo only" in err
   assert not (tmp_path / "l").exists() and not (tmp_path / "g").exists()
 
@@ -184,16 +184,16 @@ def test_a_csv_log_converts_to_the_same_log(recorded, tmp_path, capsys):
   root, _, _ = recorded
   log = logs.load(root / "harsh")
   _write_csv(tmp_path / "log.csv", log)
-  code, out, err = run_cli(capsys, ["logs", "convert", str(tmp_path / "log.csv"), "--out",
-                                 str(tmp_path / "converted")])
+  code, out, err = run_cli(["logs", "convert", str(tmp_path / "log.csv"), "--out",
+                            str(tmp_path / "converted")], capsys)
   assert code == 0, err
   back = logs.load(tmp_path / "converted")
   assert back.joint_names == log.joint_names
   assert [(s.start, s.stop) for s in back.segments] == [(s.start, s.stop) for s in log.segments]
   for name, a in log.signals.items():
     np.testing.assert_array_equal(back.signals[name], a)
-  code, out, _ = run_cli(capsys, ["logs", "check", str(tmp_path / "converted"), "--robot",
-                               "builtin"])
+  code, out, _ = run_cli(["logs", "check", str(tmp_path / "converted"), "--robot",
+                          "builtin"], capsys)
   assert code == 0 and json.loads(out)["segments"] == len(log.segments)
 
 
@@ -227,7 +227,7 @@ def _broken(root, tmp_path, name, change):
 def test_bad_logs_are_one_line(recorded, tmp_path, capsys, name, change, message):
   root, _, _ = recorded
   folder = _broken(root, tmp_path, name, change)
-  code, out, err = run_cli(capsys, ["logs", "check", str(folder), "--robot", "builtin"])
+  code, out, err = run_cli(["logs", "check", str(folder), "--robot", "builtin"], capsys)
   assert code == 2 and out == ""
   assert message in err and len(err.strip().splitlines()) == 1, err
 
@@ -240,7 +240,7 @@ def test_a_missing_joint_and_a_missing_folder_are_one_line(recorded, tmp_path, c
     for k in ("joint_pos_rad", "joint_vel_rad_s", "joint_target_rad", "joint_torque_nm"):
       s[k] = s[k][:, :-1]
   folder = _broken(root, tmp_path, "eleven", drop_joint)
-  code, _, err = run_cli(capsys, ["logs", "check", str(folder), "--robot", "builtin"])
+  code, _, err = run_cli(["logs", "check", str(folder), "--robot", "builtin"], capsys)
   assert code == 2 and "of the robot is not logged" in err
-  code, _, err = run_cli(capsys, ["logs", "check", str(tmp_path / "nowhere")])
+  code, _, err = run_cli(["logs", "check", str(tmp_path / "nowhere")], capsys)
   assert code == 2 and "no such log folder" in err

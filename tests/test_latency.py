@@ -384,3 +384,28 @@ def _level(low, high, boundary_prob):
   from mjxgap.sim import adr as adr_lib
 
   return adr_lib.Level(*(jnp.asarray(x, jnp.float32) for x in (low, high, boundary_prob)))
+
+
+def test_a_delta_action_corrects_each_target_as_written(builtin_robot):
+  """The env adds the model's correction to each target: per joint w0 + w1 (u - u0) +
+  w2 (q - u0) + w3 qd + w4 (u - u_prev), written out here in numpy from the state before the
+  step (u: the target the action asks for, u0: the default pose)."""
+  from mjxgap.sim.delta_action import DeltaAction
+
+  rb = builtin_robot
+  rng = np.random.default_rng(0)
+  w = rng.uniform(-0.05, 0.05, (5, rb.nu))
+  model = DeltaAction(tuple(rb.joint_names), tuple(map(tuple, w.tolist())))
+  env = make_env("stand", rb, {"action_scale_rad": 0.5},
+                 DomainRandomization(delta_action=model))
+  actions = jnp.asarray(rng.uniform(-0.5, 0.5, (3, rb.nu)), jnp.float32)
+  states = _steps(env, jax.random.PRNGKey(1), actions)
+  u0 = np.asarray(rb.default_joint_pos)
+  previous = u0
+  for before, after, a in zip(states[:-1], states[1:], np.asarray(actions)):
+    u = u0 + 0.5 * a
+    q = np.asarray(before.pipeline_state.qpos)[rb.qpos_adr]
+    qd = np.asarray(before.pipeline_state.qvel)[rb.qvel_adr]
+    want = u + w[0] + w[1] * (u - u0) + w[2] * (q - u0) + w[3] * qd + w[4] * (u - previous)
+    np.testing.assert_allclose(np.asarray(after.info["target_history"][0]), want, atol=1e-5)
+    previous = u

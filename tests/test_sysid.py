@@ -11,7 +11,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from cli_helper import run_cli
 from mjxgap.cli import main
 from mjxgap.identify import logs
 
@@ -145,7 +145,7 @@ def test_sysid_errors_are_one_line(fitted, tmp_path, capsys):
       (["sysid", str(logs_folder), "--base-dr", "nominal", "--out", str(tmp_path / "c")],
        "nominal"),
   ):
-    code, out, err = run_cli(capsys, argv)
+    code, out, err = run_cli(argv, capsys)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (argv, err)
     assert out == ""
   assert not any((tmp_path / x).exists() for x in "abc")
@@ -164,8 +164,8 @@ def test_a_csv_log_can_say_it_was_on_the_stand(fitted, tmp_path, capsys):
                          s["imu_quat_wxyz"]], axis=1)
   (tmp_path / "stand.csv").write_text(",".join(header) + "\n" + "\n".join(
       ",".join(repr(float(x)) for x in row) for row in rows))
-  code, _, err = run_cli(capsys, ["logs", "convert", str(tmp_path / "stand.csv"), "--kind", "hang",
-                               "--out", str(tmp_path / "converted")])
+  code, _, err = run_cli(["logs", "convert", str(tmp_path / "stand.csv"), "--kind", "hang",
+                          "--out", str(tmp_path / "converted")], capsys)
   assert code == 0, err
   assert [seg.kind for seg in logs.load(tmp_path / "converted").segments] == ["hang"]
 
@@ -183,3 +183,54 @@ def test_orientation_error_is_mujocos_quaternion_difference():
     mujoco.mju_subQuat(want, a[i], b[i])  # the rotation from b to a, in b's frame
     np.testing.assert_allclose(got[i], want, atol=1e-9)
   np.testing.assert_allclose(orientation_error(a, a), 0.0, atol=1e-7)
+
+
+# a robot whose every motor is off its joint's zero (a calibration error), drawn per joint, and
+# late by 8 ms
+OFFSET = {"name": "offset", "base": "sim2sim", "physics": {"timestep_s": 0.002},
+          "motor": {"target_offset_rad": [-0.05, 0.05]}, "timing": {"action_delay_ms": 8.0}}
+
+
+def test_a_delta_action_model_recovers_a_known_target_offset(tmp_path, capsys, builtin_robot):
+  """The nominal simulator at the robot's delay, corrected by `mjxgap delta`: the model's
+  constant term is each joint's offset, and on windows the fit never saw it removes most of
+  the error."""
+  from mjxgap.identify.record import record
+  from mjxgap.runs.factory import make_env
+  from mjxgap.sim.spec_file import load_spec
+
+  profile = tmp_path / "offset.json"
+  profile.write_text(json.dumps(OFFSET))
+  record(POLICY, f"{profile}@0", 8.0, tmp_path / "logs", routine="hang",
+         truth=tmp_path / "truth.json")
+  code, out, err = run_cli(["delta", str(tmp_path / "logs"), "--robot", "builtin",
+                            "--delay-ms", "8", "--max-iters", "4",
+                            "--out", str(tmp_path / "delta")], capsys)
+  assert code == 0, err
+  truth = json.loads((tmp_path / "truth.json").read_text())
+  offsets = dict(zip(truth["joints"], truth["draws"]["target_offset_rad"]))
+  result = json.loads((tmp_path / "delta" / "delta.json").read_text())
+  model = result["model"]
+  for j, name in enumerate(model["joints"]):
+    assert model["weights"][0][j] == pytest.approx(offsets[name], abs=0.005), name
+  held_out = result["validation"]["joint_pos_rms_rad"]["held_out"]
+  assert held_out["with"] < 0.2 * held_out["without"]
+  assert json.loads(out)["held_out_joint_pos_rms_rad"]["with"] == pytest.approx(
+      held_out["with"], abs=1e-5)
+  dr = load_spec(str(tmp_path / "delta" / "dr.json"))
+  assert dr.delta_action.weights[0] == tuple(model["weights"][0])
+  assert dr.action_delay_ms == (0.0, 20.0)  # nominal_dr's: only the correction is added
+  make_env("stand", builtin_robot, randomization=dr)  # the env takes it
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", "D"], "name the simulator to correct"),
+    (["--fit", "NOPE", "--out", "D"], "no fit.json"),
+    (["--robot", "builtin", "--delay-ms", "-1", "--out", "D"], "--delay-ms must be >= 0"),
+])
+def test_delta_errors_one_line_exit_2(fitted, tmp_path, capsys, argv, message):
+  argv = [a.replace("NOPE", str(tmp_path / "nope")).replace("D", str(tmp_path / "d"))
+          for a in argv]
+  code, _, err = run_cli(["delta", str(fitted.parent / "logs"), *argv], capsys)
+  assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+  assert not (tmp_path / "d").exists()

@@ -37,6 +37,9 @@ class PPOConfig:
   # rate falls by 1.5x after an iteration whose mean approx. KL exceeds 2 x kl_target, rises by
   # 1.5x after one under kl_target / 2, within [1e-5, 1e-2]; starts at learning_rate)
   lr_schedule: str = "constant"
+  # the run's first iterations in which only the critic learns (actor and std held): a policy
+  # fine-tuned with a fresh critic is steered by its noise until it has learned the values
+  critic_warmup_iterations: int = 0
   kl_target: float = 0.01
   max_grad_norm: float = 1.0
   normalize_advantages: bool = True
@@ -61,6 +64,9 @@ class PPOConfig:
     for name in ("num_envs", "unroll_length", "num_minibatches", "num_epochs"):
       if getattr(self, name) < 1:
         raise UserError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
+    if self.critic_warmup_iterations < 0:
+      raise UserError(f"ppo.critic_warmup_iterations must be >= 0, got "
+                      f"{self.critic_warmup_iterations}")
     for name in ("discount", "gae_lambda"):
       if not 0.0 <= getattr(self, name) <= 1.0:
         raise UserError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")

@@ -265,9 +265,10 @@ class Trainer:
 
     return jax.lax.scan(step, state.env_state, jax.random.split(key, cfg.unroll_length))
 
-  def _sgd(self, params, opt_state, batch: losses.Batch, key: jax.Array, lr: jax.Array):
-    """`num_epochs` passes of shuffled minibatches at rate `lr`; gradients averaged over
-    devices."""
+  def _sgd(self, params, opt_state, batch: losses.Batch, key: jax.Array, lr: jax.Array,
+           actor_learns: jax.Array):
+    """`num_epochs` passes of shuffled minibatches at rate `lr` (the actor and its std only if
+    `actor_learns`); gradients averaged over devices."""
     cfg = self.config
     n = batch.obs.shape[0]
     loss_kwargs = dict(clip_epsilon=cfg.clip_epsilon, value_clip_epsilon=cfg.value_clip_epsilon,
@@ -283,7 +284,8 @@ class Trainer:
       loss, info, grads = losses.loss_and_grad(params, self.actor.apply, self.critic.apply, mb,
                                                axis_name=AXIS, **loss_kwargs)
       direction, opt_state = self.optimizer.update(grads, opt_state, params)
-      updates = jax.tree.map(lambda d: -lr * d, direction)
+      rates = {k: lr if k == "critic" else lr * actor_learns for k in direction}
+      updates = {k: jax.tree.map(lambda d, r=rates[k]: -r * d, v) for k, v in direction.items()}
       info = {**info, "loss": loss, "grad_norm": optax.tree.norm(grads)}
       return (optax.apply_updates(params, updates), opt_state), info
 
@@ -336,7 +338,8 @@ class Trainer:
     lr = (state.lr_schedule["rate"] if cfg.lr_schedule == "adaptive"
           else learning_rate(state.lr_schedule, state.iteration))
     params, opt_state, sgd_info = self._sgd(state.params, state.opt_state, batch,
-                                            jax.random.fold_in(k_sgd, device), lr)
+                                            jax.random.fold_in(k_sgd, device), lr,
+                                            state.iteration >= cfg.critic_warmup_iterations)
     params = self._capped(params)
     obs_stats, critic_stats = state.obs_stats, state.critic_obs_stats
     if cfg.normalize_observations:

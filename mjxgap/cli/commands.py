@@ -34,23 +34,33 @@ def _train_config(args, default_preset: str = "smoke"):
   from mjxgap.runs.factory import with_absolute_paths
   from mjxgap.runs.recipe import recipe
   from mjxgap.runs.resume import load_config
+  from mjxgap.runs import warm_start
 
   resuming = args.resume or getattr(args, "prepared", False)
+  init_from = getattr(args, "init_from", None)
+  if init_from is not None and resuming:
+    raise UserError("--init-from starts a new run; a resumed run continues its checkpoint")
   if args.recipe is not None:
     given = [f"--{k}" for k in ("preset", "robot", "task", "dr", "actuator")
-             if getattr(args, k) is not None]
+             if getattr(args, k) is not None and not (init_from and k != "preset")]
     if given or resuming:
       raise UserError(f"--recipe {args.recipe}: " + (
           f"the recipe names its own {', '.join(given)} (change single fields with --set)"
           if given else "a resumed run keeps its config; resume without --recipe"))
     config = recipe(args.recipe).train_config(args.seed or 0)
+    if init_from is not None:
+      config = warm_start.as_ended(config)
   elif resuming:
     config = load_config(pathlib.Path(args.out), validate=False)  # its --dr file may have moved
     if args.preset is not None and args.preset != config.preset:
       raise UserError(f"--resume {args.out}: the run was started with --preset {config.preset}; "
                       "a resumed run keeps its config (change single fields with --set)")
+  elif init_from is not None and args.preset is None:
+    config = warm_start.source_config(init_from)
   else:
     config = run_config.preset(args.preset or default_preset)
+  if init_from is not None:
+    config = warm_start.fine_tuning(config, init_from)
   flags = {k: v for k, v in (("robot", args.robot), ("task", args.task), ("dr", args.dr),
                              ("actuator", args.actuator), ("seed", args.seed),
                              ("total_steps", args.total_steps))
@@ -128,17 +138,22 @@ def _split_over_cpu_devices(args, config) -> None:
 
 def _recipe_cpu_devices(args) -> int | None:
   """The host devices a recipe's run splits its envs over on a CPU (the recipe's; on --resume
-  the recipe the run was made from), unless --cpu-devices says otherwise."""
+  the recipe the run was made from; with --init-from the policy's), unless --cpu-devices says
+  otherwise."""
   from mjxgap.runs.recipe import recipes
 
-  if args.cpu_devices or not (args.recipe or args.resume or args.preemptible):
+  init_from = getattr(args, "init_from", None)
+  if args.cpu_devices or not (args.recipe or args.resume or args.preemptible or init_from):
     return args.cpu_devices
   name = args.recipe
-  if name is None and args.out and (pathlib.Path(args.out) / "config.json").is_file():
-    try:
-      name = json.loads((pathlib.Path(args.out) / "config.json").read_text()).get("recipe")
-    except (OSError, ValueError, AttributeError):
-      name = None  # reported when the config is read
+  folder = init_from or args.out  # the policy's recipe, or the resumed run's
+  for path in (pathlib.Path(folder) / f for f in ("policy.json", "config.json")) if folder else ():
+    if name is None and path.is_file():
+      try:
+        value = json.loads(path.read_text()).get("recipe")  # policy.json: {"name", ...}
+        name = value.get("name") if isinstance(value, dict) else value
+      except (OSError, ValueError, AttributeError):
+        name = None  # reported when the config is read
   return recipes()[name].cpu_devices if name in recipes() else None
 
 
@@ -268,6 +283,12 @@ def run(argv: list[str] | None = None) -> int:
     config = FitConfig(physics_step_s=args.physics_step_ms / 1000.0, window_s=args.window_s,
                        max_delay_ms=args.max_delay_ms, max_iters=args.max_iters)
     _emit(sysid(args.logs, args.robot, args.out, config, args.base_dr), None)
+  elif args.command == "delta":
+    from mjxgap.identify.delta import DeltaConfig, delta
+
+    config = DeltaConfig(physics_step_s=args.physics_step_ms / 1000.0, max_iters=args.max_iters)
+    _emit(delta(args.logs, args.out, args.fit, args.robot, args.delay_ms, args.base_dr, config),
+          None)
   elif args.command == "logs":
     from mjxgap.identify import logs
 

@@ -179,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "learner, randomization, stages and budget; --seed, --total-steps and "
                       "--set still apply")
   p.add_argument("--preset", default=None, help="smoke (default), cpu or gpu")
+  p.add_argument("--init-from", default=None, metavar="POLICY",
+                 help="fine-tune: start from this exported policy (or run): its actor and "
+                      "observation normaliser, a fresh critic; the learner is the one it ended "
+                      "its training with (its recipe with every stage applied) unless --recipe "
+                      "or --preset names one; --robot, --dr and --actuator may change")
   p.add_argument("--robot", default=None, help=ROBOT_HELP)
   p.add_argument("--task", default=None, help="task name (default: stand)")
   p.add_argument("--dr", default=None, help=DR_HELP)
@@ -387,6 +392,27 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--base-dr", default="nominal_dr",
                  help="the preset dr.json keeps for what the fit does not set (default "
                       "nominal_dr)")
+
+  p = _command(sub, "delta", help="fit a delta-action model to a robot's stand logs: the "
+                                   "correction of each joint target that makes the simulator "
+                                   "move as the robot did; writes delta.json and dr.json (the "
+                                   "simulator's randomization with the correction)")
+  p.add_argument("logs", help="log folder (its 'hang' segments: the robot on its stand)")
+  p.add_argument("--fit", default=None,
+                 help="the simulator to correct: a mjxgap sysid folder (its robot.xml, loop "
+                      "delay and dr.json)")
+  p.add_argument("--robot", default=None, help="or this robot, at --delay-ms")
+  p.add_argument("--delay-ms", type=float, default=None,
+                 help="with --robot: the action delay the logs are replayed at (default: the "
+                      "middle of --base-dr's range)")
+  p.add_argument("--base-dr", default="nominal_dr",
+                 help="with --robot: the preset dr.json adds the model to (default "
+                      "nominal_dr)")
+  p.add_argument("--out", required=True, help="folder to create")
+  p.add_argument("--physics-step-ms", type=_positive_float, default=2.0,
+                 help="physics step of the replays (default 2)")
+  p.add_argument("--max-iters", type=_positive_int, default=15,
+                 help="iterations of the least squares (default 15)")
 
   act = _command(sub, "actuator", help="motor logs and learned actuator models")
   asub = act.add_subparsers(dest="actuator_command", required=True, parser_class=_Parser)

@@ -12,10 +12,12 @@ the run factory and its recorded observations from `mjxgap.env.vector`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import pathlib
+import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -343,3 +345,20 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
         files.append(f"{ACTUATOR_FOLDER}/{name}")
   return {"out": str(out), "run": str(run_dir), "iteration": int(meta["iteration"]),
           "files": files, **info["parity"]}
+
+
+@contextlib.contextmanager
+def exported(source: str | pathlib.Path):
+  """The export folder of `source`: itself, or a run exported into a temporary folder."""
+  source = pathlib.Path(source)
+  if (source / "policy.json").is_file() or (source / "policy.onnx").is_file():
+    yield source
+  elif (source / "config.json").is_file():
+    with tempfile.TemporaryDirectory(prefix="mjxgap-export-") as tmp:
+      export(source, pathlib.Path(tmp) / "policy")
+      yield pathlib.Path(tmp) / "policy"
+  elif not source.is_dir():
+    raise UserError(f"{source}: no such folder (an exported policy, from mjxgap export, or a "
+                    "training run)")
+  else:
+    raise UserError(f"{source}: neither an export (policy.json) nor a run folder (config.json)")

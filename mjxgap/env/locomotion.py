@@ -37,7 +37,7 @@ from mjxgap.errors import UserError
 from mjxgap.process import mjx
 from mjxgap.robot import Robot
 from mjxgap.sim import adr as adr_lib
-from mjxgap.sim import latency
+from mjxgap.sim import delta_action, latency
 from mjxgap.sim.actuators import models as actuators
 from mjxgap.sim.episode import Episode, EpisodeSampler, privileged_size
 from mjxgap.sim.noise import ObsNoise
@@ -99,6 +99,8 @@ class LocomotionEnv(Env):
     self._qpos_adr = jnp.asarray(robot.qpos_adr)
     self._qvel_adr = jnp.asarray(robot.qvel_adr)
     self.commands = Commands(config)
+    self._delta_action = (None if randomization.delta_action is None else jnp.asarray(
+        randomization.delta_action.matrix(robot.joint_names), jnp.float32))
 
     # the episode sampler, in the order its parts depend on each other: physics and latency
     # size the critic's `physics` block, which sizes the observation layout, which the noise
@@ -215,7 +217,12 @@ class LocomotionEnv(Env):
                                                        episode.push_range_mps, k_push)
       data0 = data0.replace(qvel=qvel)
       info = {**info, "push_countdown": countdown, "push_velocity": kick}
-    target = self._default_joint_pos + episode.default_pose_offset + cfg.action_scale_rad * action
+    pose = self._default_joint_pos + episode.default_pose_offset
+    target = pose + cfg.action_scale_rad * action
+    if self._delta_action is not None:  # the simulator corrected towards one robot
+      target = target + delta_action.correction(
+          self._delta_action, target, pose + cfg.action_scale_rad * info["last_action"],
+          data0.qpos[self._qpos_adr], data0.qvel[self._qvel_adr], self._default_joint_pos, jnp)
     history = latency.push(info["target_history"], target)
     jitter = plan.jitter(k_jitter)
     act_delay = latency.ms_to_steps(jnp.maximum(episode.action_delay_ms + jitter[0], 0.0),

@@ -19,7 +19,6 @@ import math
 import os
 import pathlib
 import re
-import tempfile
 import time
 
 import numpy as np
@@ -98,25 +97,6 @@ def default_out(source: str | pathlib.Path) -> pathlib.Path:
   return out
 
 
-@contextlib.contextmanager
-def exported(source: str | pathlib.Path):
-  """The export folder of `source`: itself, or a run exported into a temporary folder."""
-  source = pathlib.Path(source)
-  if (source / "policy.json").is_file() or (source / "policy.onnx").is_file():
-    yield source
-  elif (source / "config.json").is_file():
-    from mjxgap.deploy.export import export
-
-    with tempfile.TemporaryDirectory(prefix="mjxgap-gap-") as tmp:
-      export(source, pathlib.Path(tmp) / "policy")
-      yield pathlib.Path(tmp) / "policy"
-  elif not source.is_dir():
-    raise UserError(f"{source}: no such folder (an exported policy, from mjxgap export, or a "
-                    "training run)")
-  else:
-    raise UserError(f"{source}: neither an export (policy.json) nor a run folder (config.json)")
-
-
 def measure_gap(source: str | pathlib.Path, out: str | pathlib.Path,
         reality: tuple = ("sim2sim", "typical", "harsh"), episodes: int = 64,
         seconds: float = 20.0, sweeps: tuple[str, ...] = (), simulator: str = "native",
@@ -125,6 +105,7 @@ def measure_gap(source: str | pathlib.Path, out: str | pathlib.Path,
   `reality`: profile names, JSON files or `Profile`s (e.g. one edited with `with_value`).
   With `sweeps`, each sweep runs on every profile of `reality` and the profiles themselves are
   not reported on their own."""
+  from mjxgap.deploy.export import exported
   from mjxgap.files import check_new_folder, folder_atomic
   from mjxgap.gap import report
 

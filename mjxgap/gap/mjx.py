@@ -95,6 +95,7 @@ def profile_randomization(profile: Profile) -> tuple[DomainRandomization, dict, 
   default = Profile()
   omitted = [f"motor.model={profile.motor.model}"] if profile.motor.model != "pd" else []
   for section, names in (("physics", ("timestep_s", "integrator")),
+                         ("motor", ("target_offset_rad",)),
                          ("timing", ("reorder_prob", "drop_prob", "period_jitter_ms")),
                          ("sensing", ("gyro_bias_rad_s", "gyro_bias_walk_rad_s_per_sqrt_s")),
                          ("disturbances", ("command", "command_resample_s"))):

@@ -94,7 +94,7 @@ def world(folder: str | pathlib.Path, profile: Profile) -> World:
 
 def _randomize(w: World, rng: np.random.Generator, drawn: dict | None = None) -> dict:
   """Writes this episode's physics and PD gains into the model; returns the motor's per-joint
-  gains and torque limits (robot order). `drawn`, if given, receives every value drawn."""
+  gains, torque limits and target offsets (robot order). `drawn`, if given, receives every value drawn."""
   m, n, p, motor = w.model, w.nominal, w.profile.physics, w.profile.motor
   for k in RANDOMIZED_FIELDS:
     getattr(m, k)[:] = n[k]
@@ -122,7 +122,9 @@ def _randomize(w: World, rng: np.random.Generator, drawn: dict | None = None) ->
   kp = w.robot.kp * (kp_factor := draw(rng, motor.kp_factor, nu))
   kd = w.robot.kd * (kd_factor := draw(rng, motor.kd_factor, nu))
   strength = draw(rng, motor.strength_factor, nu)
-  drawn |= {"kp_factor": kp_factor, "kd_factor": kd_factor, "strength_factor": strength}
+  offset = draw(rng, motor.target_offset_rad, nu)
+  drawn |= {"kp_factor": kp_factor, "kd_factor": kd_factor, "strength_factor": strength,
+            "target_offset_rad": offset}
   limit = joint_torque_limits(w.robot) * strength
   if motor.model == "pd":  # MuJoCo's position actuator: gain kp, bias -kp q - kd qd
     m.actuator_gainprm[:, 0] = kp
@@ -131,7 +133,7 @@ def _randomize(w: World, rng: np.random.Generator, drawn: dict | None = None) ->
     m.actuator_forcerange[:] = n["actuator_forcerange"] * strength[:, None]
     m.jnt_actfrcrange[m.actuator_trnid[:, 0]] *= strength[:, None]  # where a model limits there
   mujoco.mj_setConst(m, mujoco.MjData(m))
-  return {"kp": kp, "kd": kd, "limit": limit}
+  return {"kp": kp, "kd": kd, "limit": limit, "offset": offset}
 
 
 def _timing_draws(rng: np.random.Generator, profile: Profile, buses: int):
@@ -289,11 +291,12 @@ def episode(w: World, seed: int, seconds: float, log: Callable | None = None,
       if arrived:  # the last packet to arrive wins, as on a bus
         target = max(arrived, key=lambda p: (p[0], p[1]))[2]
         in_flight = [p for p in in_flight if p[0] > step]
+      driven = target + gains["offset"]
       if reference:
-        tau, _ = drive.torque(target, d.qpos[w.robot.qpos_adr], d.qvel[w.robot.qvel_adr])
+        tau, _ = drive.torque(driven, d.qpos[w.robot.qpos_adr], d.qvel[w.robot.qvel_adr])
         d.ctrl[:] = tau
       else:
-        d.ctrl[:] = target
+        d.ctrl[:] = driven
       mujoco.mj_step(m, d)
       if held is not None:  # bolted to the stand
         d.qpos[:7], d.qvel[:6] = held, 0.0

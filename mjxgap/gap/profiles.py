@@ -47,6 +47,9 @@ class Motor:
   kp_factor: Value = 1.0  # gains off their nominal values, drawn per joint
   kd_factor: Value = 1.0
   strength_factor: Value = 1.0  # torque limit, drawn per joint
+  # added to each joint's target by its drive (a motor zero off the joint encoder's, a
+  # calibration error), drawn per joint
+  target_offset_rad: Value = 0.0
   reference: ReferenceMotor = ReferenceMotor()  # its parameters when model = reference
 
 
@@ -151,6 +154,7 @@ _LIMITS = {
     "com_offset_m": (-0.5, 0.5), "armature_factor": (0.0, 100.0), "damping_factor": (0.0, 100.0),
     "frictionloss_factor": (0.0, 100.0), "timestep_s": (1e-5, 0.1),
     "kp_factor": (0.01, 10.0), "kd_factor": (0.0, 10.0), "strength_factor": (0.01, 10.0),
+    "target_offset_rad": (-1.0, 1.0),
     "action_delay_ms": (0.0, 1000.0), "action_jitter_ms": (0.0, 1000.0), "bus_groups": (1, 1000),
     "bus_staleness_ms": (0.0, 1000.0), "reorder_prob": (0.0, 1.0), "drop_prob": (0.0, 1.0),
     "period_jitter_ms": (0.0, 1000.0), "gyro_noise_rad_s": (0.0, 100.0),

@@ -132,14 +132,16 @@ class Windows:
   quat: np.ndarray  # [windows, rows, 4] the IMU's orientation
   times: list  # per window: the segment's row times, s (relative to the window's start)
   targets: list  # per window: the segment's targets at those times, [rows, joints]
+  read_q: list  # per window: the segment's joint positions read at those times
+  read_qd: list
 
-  def controls(self, st: Stand, delay_steps: int) -> np.ndarray:
+  def controls(self, st: Stand, delay_steps: int, targets: list | None = None) -> np.ndarray:
     """[windows, steps, nu]: at each physics step, the last target sent `delay_steps` steps
-    before it (zero-order hold)."""
+    before it (zero-order hold); `targets` replaces the logged ones (a list like theirs)."""
     dt = st.model.opt.timestep
     out = np.zeros((len(self.times), self.steps, st.model.nu))
     tau = (np.arange(self.steps) - delay_steps) * dt
-    for w, (t, u) in enumerate(zip(self.times, self.targets)):
+    for w, (t, u) in enumerate(zip(self.times, targets or self.targets)):
       row = np.clip(np.searchsorted(t, tau + 1e-9, side="right") - 1, 0, len(t) - 1)
       out[w][:, st.actuators] = u[row]
     return out
@@ -157,7 +159,7 @@ def windows(log: RobotLog, st: Stand, config: FitConfig, kind: str = STAND_KIND,
   s = log.signals
   m, d = st.model, mujoco.MjData(st.model)
   size = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS)
-  init, row_step, q, qd, quat, times, targets = [], [], [], [], [], [], []
+  init, row_step, q, qd, quat, times, targets, read_q, read_qd = ([] for _ in range(9))
   for seg in log.segments:
     if seg.kind != kind:
       continue
@@ -179,13 +181,15 @@ def windows(log: RobotLog, st: Stand, config: FitConfig, kind: str = STAND_KIND,
       quat.append(s["imu_quat_wxyz"][after])
       times.append(t_seg - s["time_s"][r0])
       targets.append(s["joint_target_rad"][seg.start:seg.stop])
+      read_q.append(s["joint_pos_rad"][seg.start:seg.stop])
+      read_qd.append(s["joint_vel_rad_s"][seg.start:seg.stop])
   if not init:
     hint = ("the stand routine (mjxgap record --routine hang) or log the robot on its stand"
             if kind == STAND_KIND else f"the {kind} routine (mjxgap record --routine {kind})")
     raise UserError(f"logs: no {kind!r} segment holds a window of {window_s or config.window_s:g}"
                     f" s after {config.max_delay_ms:g} ms of targets; record {hint}")
   return Windows(np.stack(init), steps, np.stack(row_step), np.stack(q), np.stack(qd),
-                 np.stack(quat), times, targets)
+                 np.stack(quat), times, targets, read_q, read_qd)
 
 
 class Replay:
@@ -263,17 +267,22 @@ def parameters(names, start, bounds) -> "mujoco.sysid.ParameterDict":
   return params
 
 
-def least_squares(replay: Replay, model_of, controls: np.ndarray, names, start, bounds,
-                  iters: int, output):
+def least_squares(replay: Replay, model_of, controls, names, start, bounds, iters: int, output,
+                  ridge: float = 0.0):
   """`mujoco.sysid.optimize` of the parameters `names` (see `parameters`), each parameter vector
-  a model `model_of(x)` replayed over every window; finite-difference columns are replayed
-  together. Returns the solution, its residuals (a list, as `calculate_intervals` takes them)
-  and the optimizer's result (its Jacobian)."""
+  x a model `model_of(x)` replayed over every window under `controls` (an array, or a function
+  of x giving one); finite-difference columns are replayed together. `ridge` adds
+  `ridge * x` to the residuals (a prior at 0). Returns the solution, its residuals (a list,
+  as `calculate_intervals` takes them) and the optimizer's result (its Jacobian)."""
   sysid = require_sysid()
 
   def residual_fn(x, _params):
     cols = x.reshape(len(x), -1)
-    r = replay.residual([model_of(cols[:, i]) for i in range(cols.shape[1])], controls).T
+    xs = [cols[:, i] for i in range(cols.shape[1])]
+    ctrl = np.stack([controls(c) for c in xs]) if callable(controls) else controls
+    r = replay.residual([model_of(c) for c in xs], ctrl).T
+    if ridge:
+      r = np.concatenate([r, ridge * cols], axis=0)
     return [r if x.ndim == 2 else r[:, 0]], None, None
   opt, result = sysid.optimize(parameters(names, start, bounds), residual_fn, optimizer="mujoco",
                                verbose=False, max_iters=iters, eps=1e-4, x_scale="jac",

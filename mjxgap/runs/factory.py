@@ -188,10 +188,13 @@ def make_trainer(config: TrainConfig, env: LocomotionEnv | None = None) -> Train
 
 
 def with_absolute_paths(config: TrainConfig) -> TrainConfig:
-  """The config with every file it names (robot, randomization, actuator network) given by its
-  absolute path, so `eval` or `--resume` run from another folder still find them."""
+  """The config with every file it names (robot, randomization, actuator network, the policy it
+  starts from) given by its absolute path, so `eval` or `--resume` run from another folder
+  still find them."""
   absolute = {k: os.path.abspath(getattr(config, k)) for k in ("robot", "dr")
               if os.path.isfile(getattr(config, k))}
+  if config.init_from:
+    absolute["init_from"] = os.path.abspath(config.init_from)
   try:
     choice = parse_actuator(config.actuator)
   except UserError:  # left as given: `check` reports it in its turn

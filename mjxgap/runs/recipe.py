@@ -17,6 +17,10 @@ from mjxgap.errors import UserError, did_you_mean
 from mjxgap.runs.config import TrainConfig
 
 
+# config fields added after recipes were first hashed (paths into `TrainConfig.to_dict()`)
+NEWER_FIELDS = (("init_from",), ("ppo", "critic_warmup_iterations"))
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
   """What a recipe's chosen checkpoint must reach over `episodes` MJX episodes of the task's
@@ -46,6 +50,13 @@ class Recipe:
   def sha256(self) -> str:
     """The recipe's training config without seed, budget-free bookkeeping or its own name."""
     data = dataclasses.replace(self.config, seed=0, recipe="", recipe_sha256="").to_dict()
+    defaults = TrainConfig().to_dict()
+    for *section, name in NEWER_FIELDS:  # left out at their defaults: the hashes stay valid
+      within, default = data, defaults
+      for key in section:
+        within, default = within[key], default[key]
+      if within[name] == default[name]:
+        del within[name]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
   def train_config(self, seed: int = 0) -> TrainConfig:

@@ -26,7 +26,7 @@ from mjxgap.errors import UserError
 from mjxgap.files import write_atomic
 from mjxgap.process import BuiltOnce, host_value
 from mjxgap.robot import Robot, load_robot, robot_files_stamp
-from mjxgap.runs import checkpoint, cluster, factory
+from mjxgap.runs import checkpoint, cluster, factory, warm_start
 from mjxgap.runs.config import TrainConfig, config_at
 from mjxgap.runs.plots import plot_adr_bounds, plot_curves
 from mjxgap.runs.progress import Progress
@@ -124,6 +124,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   process of a multi-process run at the same one); `--resume` continues it. `on_ready(config)`
   runs once the config and the run folder have passed every check, before anything is written;
   `on_iteration(row)` after every iteration with its metrics line (a live plot in a notebook).
+  A fresh run with `config.init_from` starts from that policy (`runs.warm_start`).
   """
   from mjxgap.version import __version__
 
@@ -153,6 +154,9 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
 
   trainer = trainer_at(start_iteration)
   _check_stage_states(config, trainer_at)
+  source = None
+  if config.init_from and not resume:  # a resumed fine-tuning continues its checkpoint
+    source = warm_start.load(config, trainer, robot.joint_names, trainer.env.dt)
   if resume:
     restored, meta = checkpoint.restore(out, trainer.init_abstract(),
                                         shardings=trainer.shardings())
@@ -171,6 +175,11 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
       log(f"resuming {out} at iteration {meta['iteration']} ({meta['env_steps']:,} env steps)")
   else:
     state = trainer.init(config.seed)
+    if source is not None:
+      state = trainer.place(warm_start.apply(state, source, config.total_steps))
+      if primary:
+        log(f"starting from the policy in {config.init_from} (actor and observation "
+            "normaliser; a fresh critic)")
   start_iteration = int(host_value(state.iteration))
   stage_starts = set(config.stage_iterations)
   by_stage = {}  # stages started -> the inputs' fingerprints: each file is read once a stage

@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 
 from mjxgap.sim.adr import ADRConfig
+from mjxgap.sim.delta_action import DeltaAction
 from mjxgap.errors import UserError
 
 DISTRIBUTIONS = ("uniform", "loguniform")
@@ -62,6 +63,9 @@ class DomainRandomization:
   # (joint name pattern, low ms, high ms): extra staleness of that group's joint readings,
   # drawn per episode, as when motors answer on separate buses
   joint_group_delay_ms: tuple[tuple[str, float, float], ...] = ()
+  # not randomized: a correction of every joint target towards one robot, fitted to its logs
+  # (`mjxgap delta`; `mjxgap.sim.delta_action`)
+  delta_action: DeltaAction | None = None
   # Automatic domain randomization of some of the items above (see `adr_binding.with_adr`);
   # the items' ranges here are then ADR's hard limits, the envelope every sizing and scaling
   # uses.

@@ -13,6 +13,7 @@ import json
 
 from mjxgap.errors import UserError, did_you_mean
 from mjxgap.sim.adr_binding import with_adr
+from mjxgap.sim.delta_action import DeltaAction
 from mjxgap.sim.presets import PRESETS
 from mjxgap.sim.randomization import DomainRandomization, ParamSpec, check_param, is_number
 
@@ -75,6 +76,9 @@ def from_dict(raw: dict, path: str) -> DomainRandomization:
         raise UserError(f"randomization file {path}: joint_group_delay_ms must be a list of "
                         "[pattern, low_ms, high_ms]")
       kwargs[key] = tuple((g[0], float(g[1]), float(g[2])) for g in value)
+    elif key == "delta_action":
+      kwargs[key] = (None if value is None else
+                     DeltaAction.from_dict(value, f"randomization file {path}: delta_action"))
     elif key in ("delay_jitter_ms", "clean_sensing_prob"):
       if not is_number(value):
         raise UserError(f"randomization file {path}: {key} must be a number, got {value!r}")
@@ -160,4 +164,5 @@ def to_dict(dr: DomainRandomization) -> dict:
   out = json.loads(json.dumps(dataclasses.asdict(dr)))
   out.pop("adr")
   out["obs_noise"] = dict(dr.obs_noise)
+  out["delta_action"] = dr.delta_action.to_dict() if dr.delta_action else None
   return out
