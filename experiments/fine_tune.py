@@ -100,17 +100,16 @@ def main() -> None:
   for name, row in gap(control, args.instances, work / "gap_more_training",
                        args.episodes).items():
     save(name, "more_training", row)
-  for name in names:
-    identify(work / name)
-    fit = json.loads((work / name / "fit" / "fit.json").read_text())
-    held_out = {k: json.loads((work / name / k / "delta.json").read_text())
+  for name in names:  # an instance identified, then every arm of it, then the next instance
+    root = work / name
+    identify(root)
+    fit = json.loads((root / "fit" / "fit.json").read_text())
+    held_out = {k: json.loads((root / k / "delta.json").read_text())
                 ["validation"]["joint_pos_rms_rad"]["held_out"]
                 for k in ("delta_fit", "delta_nominal")}
     save(name, "identified", {"loop_delay_ms": fit["loop_delay_ms"]["value"],
                               "body_applied": fit["body"]["applied"],
                               "delta_held_out_joint_pos_rms_rad": held_out})
-  for name in names:  # every arm of an instance, then the next instance
-    root = work / name
     for arm in args.arms.split(","):
       robot, dr = ARMS[arm]
       tuned = fine_tune(root / arm, args.steps, robot and str(root / robot), str(root / dr))
