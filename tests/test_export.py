@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from mjxgap.cli import main
-from mjxgap.deploy.export import load_weights
+from mjxgap.agent.policy_arrays import load_weights
 from mjxgap.robot import load_robot
 from mjxgap.runs import checkpoint
 from mjxgap.runs.factory import make_trainer
@@ -503,7 +503,7 @@ FINE_TUNE = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no
 
 
 def test_a_warm_started_state_acts_as_the_export_in_plain_numpy(exported, jax_policy):
-  from mjxgap.deploy.export import load_weights, numpy_forward
+  from mjxgap.agent.policy_arrays import load_weights, numpy_forward
   from mjxgap.runs import warm_start
 
   run, out = exported
@@ -564,8 +564,9 @@ def test_train_init_from_a_policy_that_does_not_fit_one_line_exit_2(exported, tm
 
 
 def test_train_init_from_missing_or_recipe_less_one_line_exit_2(exported, tmp_path, capsys):
-  _, out = exported
+  run, out = exported
   for source, message in ((tmp_path / "nope", "no such folder"),
+                          (run, "a training run, not an exported policy"),
                           (out, "was not trained from a recipe")):
     code, _, err = _cli(["train", "--init-from", str(source), "--out", str(tmp_path / "ft")],
                         capsys)

@@ -227,7 +227,7 @@ def test_sim_reference_from_the_export_alone_is_mjxgap_eval(small_export, tmp_pa
   the same falls at the same times and the same tracking errors."""
   import shutil
 
-  from mjxgap.deploy.export import load_weights
+  from mjxgap.agent.policy_arrays import load_weights
   from mjxgap.evaluation.evaluate import evaluate
   from mjxgap.gap import mjx
 

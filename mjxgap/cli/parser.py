@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "--set still apply")
   p.add_argument("--preset", default=None, help="smoke (default), cpu or gpu")
   p.add_argument("--init-from", default=None, metavar="POLICY",
-                 help="fine-tune: start from this exported policy (or run): its actor and "
+                 help="fine-tune: start from this exported policy (mjxgap export): its actor and "
                       "observation normaliser, a fresh critic; the learner is the one it ended "
                       "its training with (its recipe with every stage applied) unless --recipe "
                       "or --preset names one; --robot, --dr and --actuator may change")

@@ -23,66 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mjxgap import contract
-from mjxgap.contract import OBS_CLIP, OBS_EPS
+from mjxgap.agent.policy_arrays import (ExportedPolicy, from_train_state, numpy_forward,
+                                         weights_arrays)
+from mjxgap.contract import OBS_CLIP
 from mjxgap.env import vector
 from mjxgap.errors import UserError
 
 OPSET = 17  # onnxruntime 1.32 runs opsets 7-23; 17 is what robot runtimes widely accept
 IR_VERSION = 8
 PARITY_ATOL = 1e-5
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportedPolicy:
-  """The policy as plain arrays: what both the ONNX graph and `weights.npz` hold."""
-
-  obs_mean: np.ndarray  # [obs] float32; zeros without normalisation
-  obs_std: np.ndarray  # [obs] float32; ones without normalisation
-  normalize: bool
-  layers: list[tuple[np.ndarray, np.ndarray]]  # (W [in, out], b [out]), input to output
-  activation: str  # of every hidden layer; the last layer is linear
-  action_clip: float
-
-
-def from_train_state(params, obs_stats, ppo_config) -> ExportedPolicy:
-  from mjxgap.agent import normalizer
-
-  p = params["actor"]["params"]
-  hidden = sorted((k for k in p if k.startswith("hidden_")), key=lambda k: int(k.split("_")[1]))
-  layers = [(np.asarray(p[k]["kernel"], np.float32), np.asarray(p[k]["bias"], np.float32))
-            for k in (*hidden, "out")]
-  actions = params["log_std"].shape[-1]  # the outputs beyond are training-only estimates
-  layers[-1] = (layers[-1][0][:, :actions], layers[-1][1][:actions])
-  size = layers[0][0].shape[0]
-  if ppo_config.normalize_observations and int(obs_stats.count) > 0:
-    mean = np.asarray(obs_stats.mean, np.float32)
-    std = np.asarray(jnp.sqrt(normalizer.variance(obs_stats) + OBS_EPS), np.float32)
-  else:
-    mean, std = np.zeros(size, np.float32), np.ones(size, np.float32)
-  return ExportedPolicy(mean, std, bool(ppo_config.normalize_observations), layers,
-                        ppo_config.activation, float(ppo_config.action_clip))
-
-
-def numpy_forward(policy: ExportedPolicy, obs, xp=np):
-  """The deployed action in plain numpy (what a microcontroller port computes); with
-  `xp=jax.numpy`, the same in JAX (`mjxgap gap`'s MJX episodes)."""
-  x = xp.asarray(obs, xp.float32)
-  if policy.normalize:
-    x = contract.normalize(x, policy.obs_mean, policy.obs_std, xp)
-  for i, (w, b) in enumerate(policy.layers):
-    x = x @ w + b
-    if i < len(policy.layers) - 1:
-      x = contract.activation(policy.activation, x, xp)
-  return xp.clip(x, -policy.action_clip, policy.action_clip)
-
-
-def load_weights(path: str | pathlib.Path) -> ExportedPolicy:
-  """`weights.npz` (`weights_arrays`) read back."""
-  with np.load(path) as z:
-    layers = [(z[f"{name}_weight"], z[f"{name}_bias"]) for name in z["layer_order"]]
-    return ExportedPolicy(z["obs_mean"], z["obs_std"], bool(np.isfinite(z["obs_clip"])), layers,
-                          str(z["activation"]), float(z["action_clip"]))
 
 
 def onnx_model(policy: ExportedPolicy, doc: str = ""):
@@ -143,17 +92,6 @@ def onnx_run(model_bytes: bytes, obs: np.ndarray) -> np.ndarray:
   options.intra_op_num_threads = 1
   session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
   return session.run(["action"], {"obs": np.asarray(obs, np.float32)})[0]
-
-
-def weights_arrays(policy: ExportedPolicy) -> dict[str, np.ndarray]:
-  out = {"obs_mean": policy.obs_mean, "obs_std": policy.obs_std,
-         "layer_order": np.asarray([f"layer{i}" for i in range(len(policy.layers))]),
-         "activation": np.asarray(policy.activation),
-         "obs_clip": np.float32(OBS_CLIP if policy.normalize else np.inf),
-         "action_clip": np.float32(policy.action_clip)}
-  for i, (w, b) in enumerate(policy.layers):
-    out[f"layer{i}_weight"], out[f"layer{i}_bias"] = w, b
-  return out
 
 
 def adr_ranges(env, curriculum) -> dict | None:

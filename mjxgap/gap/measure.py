@@ -188,7 +188,7 @@ def _runner(folder, spec, simulator, episodes, seconds, seed, workers, stack):
       stack.enter_context(pool)
     return lambda p: (native.run(folder, p, episodes, seconds, seed, pool, processes), [])
   from mjxgap.gap import mjx
-  from mjxgap.deploy.export import load_weights
+  from mjxgap.agent.policy_arrays import load_weights
 
   weights = load_weights(folder / "weights.npz")
 
@@ -201,7 +201,7 @@ def _runner(folder, spec, simulator, episodes, seconds, seed, workers, stack):
 
 
 def _sim_reference(folder, spec, episodes, seconds, seed):
-  from mjxgap.deploy.export import load_weights
+  from mjxgap.agent.policy_arrays import load_weights
   from mjxgap.gap import mjx
 
   trained = spec["trained_with"]

@@ -118,10 +118,10 @@ def _totals(steps: dict) -> dict:
 
 
 def episodes(env, policy, n: int, seed: int) -> dict[str, np.ndarray]:
-  """`n` episodes of the exported policy (`export.ExportedPolicy`) in `env` (one each). Its
+  """`n` episodes of the exported policy (`policy_arrays.ExportedPolicy`) in `env` (one each). Its
   arrays are an argument of the compiled episodes, not constants: every policy of the same
   shapes shares them."""
-  from mjxgap.deploy.export import numpy_forward
+  from mjxgap.agent.policy_arrays import numpy_forward
 
   def record(_, nxt, __):
     return {"done": nxt.done, "fell": nxt.metrics["fell"], "nan": nxt.metrics["nan"],

@@ -52,7 +52,7 @@ class TrainConfig:
   stages: tuple[Stage, ...] = ()
   recipe: str = ""  # the recipe the run was made from (`mjxgap train --recipe`), if any
   recipe_sha256: str = ""  # that recipe's config, hashed (`runs.recipe.Recipe.sha256`)
-  # an exported policy (or a run) whose actor and normaliser a fresh run starts from
+  # an exported policy whose actor and normaliser a fresh run starts from
   # (`runs.warm_start`: fine-tuning); "" starts from random networks
   init_from: str = ""
   # how `task` and `task_overrides` read: 2, against the tasks as they are now; a config.json

@@ -1,14 +1,14 @@
 """Fine-tuning: a fresh run that starts from a trained policy (`mjxgap train --init-from`).
 
-The source is an exported policy (`mjxgap export`) or a training run (exported first). The new
-run's actor is the policy's and its observation normaliser holds the policy's mean and std,
-counted as if it had seen as many observations as the fine-tuning adds (so the statistics move
-towards the new robot's without jumping). The critic and the exploration std start fresh: an
+The source is an exported policy (`mjxgap export`: what a robot runs). The new run's actor is
+the policy's and its observation normaliser holds the policy's mean and std, counted as if it
+had seen as many observations as the fine-tuning adds (so the statistics move towards the new
+robot's without jumping). The critic and the exploration std start fresh: an
 export holds neither. Everything else (env states, optimiser, learning-rate line) is a fresh
 run's of the same seed.
 
 By default the fine-tuning learner is the one the source ended its training with: its recipe's
-(or run's) config with every stage applied, so a recipe whose last stage lowered the learning
+config with every stage applied, so a recipe whose last stage lowered the learning
 rate and the exploration std fine-tunes at those; for its first `CRITIC_WARMUP_ITERATIONS` only
 the critic learns.
 """
@@ -20,8 +20,8 @@ import json
 import math
 import pathlib
 
-import numpy as np
 
+from mjxgap.agent.policy_arrays import ExportedPolicy, into_train_state, load_weights
 from mjxgap.errors import UserError
 from mjxgap.runs.config import TrainConfig, config_at
 
@@ -44,15 +44,10 @@ def fine_tuning(config: TrainConfig, source: str) -> TrainConfig:
 
 
 def source_config(source: str | pathlib.Path) -> TrainConfig:
-  """The config the policy in `source` ended its training with: a run's own, or the recipe an
-  export records."""
+  """The config the exported policy in `source` ended its training with: its recipe's."""
   from mjxgap.runs.recipe import recipe
-  from mjxgap.runs.resume import load_config
 
-  source = pathlib.Path(source)
-  if (source / "config.json").is_file():
-    return as_ended(load_config(source, validate=False))
-  spec = _spec(source)
+  spec = _spec(pathlib.Path(source))
   name = (spec.get("recipe") or {}).get("name")
   if not name:
     raise UserError(f"--init-from {source}: the policy was not trained from a recipe; name the "
@@ -63,38 +58,30 @@ def source_config(source: str | pathlib.Path) -> TrainConfig:
 def _spec(folder: pathlib.Path) -> dict:
   path = folder / "policy.json"
   if not folder.is_dir():
-    raise UserError(f"--init-from {folder}: no such folder (an exported policy or a run)")
+    raise UserError(f"--init-from {folder}: no such folder (an exported policy)")
+  if not path.is_file() and (folder / "config.json").is_file():
+    raise UserError(f"--init-from {folder}: a training run, not an exported policy: mjxgap "
+                    "export RUN --out DIR makes one")
   try:
     return json.loads(path.read_text())
   except FileNotFoundError:
-    raise UserError(f"--init-from {folder}: neither an export (policy.json) nor a run folder "
-                    "(config.json)") from None
+    raise UserError(f"--init-from {folder}: no policy.json (an exported policy, from mjxgap "
+                    "export)") from None
   except (OSError, json.JSONDecodeError) as e:
     raise UserError(f"--init-from {path}: unreadable ({e})") from None
 
 
-@dataclasses.dataclass(frozen=True)
-class Source:
-  """A checked source policy: what `apply` writes into a fresh state."""
-
-  obs_mean: np.ndarray
-  obs_std: np.ndarray
-  layers: list  # (W [in, out], b [out]), input to output
-
-
 def load(config: TrainConfig, trainer, joint_names: list[str], control_period_s: float
-         ) -> Source:
+         ) -> ExportedPolicy:
   """The policy of `config.init_from`, checked against the run it would start: the same task,
   joints in the same order, control period, observation and action sizes, and actor layers."""
-  from mjxgap.deploy.export import exported, load_weights
-
   where = f"--init-from {config.init_from}"
-  with exported(config.init_from) as folder:
-    spec = _spec(folder)
-    try:
-      weights = load_weights(folder / "weights.npz")
-    except (OSError, KeyError, ValueError) as e:
-      raise UserError(f"{where}: unreadable weights.npz ({e})") from None
+  folder = pathlib.Path(config.init_from)
+  spec = _spec(folder)
+  try:
+    weights = load_weights(folder / "weights.npz")
+  except (OSError, KeyError, ValueError) as e:
+    raise UserError(f"{where}: unreadable weights.npz ({e})") from None
   ppo = config.ppo
   sizes = [w.shape for w, _ in weights.layers]
   want = [trainer.obs_size, *ppo.actor_hidden]
@@ -116,25 +103,10 @@ def load(config: TrainConfig, trainer, joint_names: list[str], control_period_s:
   for wrong, message in mismatches:
     if wrong:
       raise UserError(f"{where}: {message}")
-  return Source(weights.obs_mean, weights.obs_std, weights.layers)
+  return weights
 
 
-def apply(state, source: Source, observations_seen: int):
-  """`state` (a fresh run's, on the host or placed) with the source's actor and normaliser.
-  The actor's outputs past the actions (training-only estimates) keep their fresh weights."""
-  from mjxgap import contract
-  from mjxgap.agent import normalizer
-
-  actor = state.params["actor"]["params"]
-  names = sorted((k for k in actor if k.startswith("hidden_")),
-                 key=lambda k: int(k.split("_")[1])) + ["out"]
-  new = {}
-  for name, (w, b) in zip(names, source.layers):
-    kernel, bias = np.array(actor[name]["kernel"]), np.array(actor[name]["bias"])
-    kernel[:, :w.shape[1]], bias[:b.shape[0]] = w, b
-    new[name] = {"kernel": kernel, "bias": bias}
-  variance = np.maximum(np.square(source.obs_std.astype(np.float64)) - contract.OBS_EPS, 0.0)
-  obs_stats = normalizer.from_moments(observations_seen, source.obs_mean.astype(np.float32),
-                                      (variance * observations_seen).astype(np.float32))
-  params = {**state.params, "actor": {**state.params["actor"], "params": new}}
+def apply(state, policy: ExportedPolicy, observations_seen: int):
+  """`state` (a fresh run's) with the policy's actor and normaliser (`into_train_state`)."""
+  params, obs_stats = into_train_state(policy, state.params, observations_seen)
   return state._replace(params=params, obs_stats=obs_stats)
