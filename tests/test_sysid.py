@@ -215,6 +215,7 @@ def test_a_delta_action_model_recovers_a_known_target_offset(tmp_path, capsys, b
     assert model["weights"][0][j] == pytest.approx(offsets[name], abs=0.005), name
   held_out = result["validation"]["joint_pos_rms_rad"]["held_out"]
   assert held_out["with"] < 0.2 * held_out["without"]
+  assert result["validation"]["corrects_held_out"] and json.loads(out)["corrects_held_out"]
   assert json.loads(out)["held_out_joint_pos_rms_rad"]["with"] == pytest.approx(
       held_out["with"], abs=1e-5)
   dr = load_spec(str(tmp_path / "delta" / "dr.json"))

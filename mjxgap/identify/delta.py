@@ -99,15 +99,15 @@ def fit_delta(log: logs.RobotLog, robot, delay_ms: float, config: DeltaConfig = 
     return float(np.sqrt(np.mean((q[0] - part.q) ** 2)))
 
   none = np.zeros_like(weights)
+  rms = {"fitted": {"without": error(train, replay, none), "with": error(train, replay, weights)},
+         "held_out": {"without": error(test, held, none), "with": error(test, held, weights)}}
   return {
       "model": DeltaAction(tuple(log.joint_names), tuple(map(tuple, weights.tolist()))),
       "validation": {
           "windows": {"fitted": int((~held_out).sum()), "held_out": int(held_out.sum())},
-          "joint_pos_rms_rad": {
-              "fitted": {"without": error(train, replay, none), "with": error(train, replay,
-                                                                              weights)},
-              "held_out": {"without": error(test, held, none), "with": error(test, held,
-                                                                             weights)}}},
+          "joint_pos_rms_rad": rms,
+          # whether the correction explains windows it never saw better than none
+          "corrects_held_out": rms["held_out"]["with"] < rms["held_out"]["without"]},
       "iterations": len(result.extras.get("objective", [])),
   }
 
@@ -165,4 +165,5 @@ def delta(log_folder, out, fit_folder=None, robot_name: str | None = None,
   rms = result["validation"]["joint_pos_rms_rad"]["held_out"]
   return {"out": str(out), "loop_delay_ms": delay_ms,
           "held_out_joint_pos_rms_rad": {k: round(v, 5) for k, v in rms.items()},
+          "corrects_held_out": result["validation"]["corrects_held_out"],
           "files": ["delta.json", "dr.json", "optimizer.log"]}
