@@ -65,10 +65,7 @@ def fit_delta(log: logs.RobotLog, robot, delay_ms: float, config: DeltaConfig = 
   """The model of the stand segments of `log` on `robot` at loop delay `delay_ms`, and its
   held-out validation."""
   output = output if output is not None else io.StringIO()
-  hang = [np.arange(s.start, s.stop) for s in log.segments if s.kind == fit_lib.STAND_KIND]
-  quat = (log.signals["imu_quat_wxyz"][np.concatenate(hang)].mean(0) if hang
-          else np.array([1.0, 0.0, 0.0, 0.0]))
-  st = fit_lib.stand(robot, log.joint_names, quat, config.physics_step_s)
+  st = fit_lib.stand_of(log, robot, config.physics_step_s)
   fit_config = fit_lib.FitConfig(physics_step_s=config.physics_step_s, window_s=config.window_s,
                                  max_delay_ms=max(delay_ms, config.physics_step_s * 1000.0))
   win = fit_lib.windows(log, st, fit_config)

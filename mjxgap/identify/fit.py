@@ -108,6 +108,14 @@ def stand(robot, joint_names, base_quat_wxyz, physics_step_s: float) -> Stand:
   return Stand(m, dofs, dofs, actuators, nominal, scale)
 
 
+def stand_of(log: RobotLog, robot, physics_step_s: float) -> Stand:
+  """The stand of `log`'s robot, its base at the IMU's mean orientation over the stand rows."""
+  hang = [np.arange(s.start, s.stop) for s in log.segments if s.kind == STAND_KIND]
+  quat = (log.signals["imu_quat_wxyz"][np.concatenate(hang)].mean(0) if hang
+          else np.array([1.0, 0.0, 0.0, 0.0]))
+  return stand(robot, log.joint_names, quat, physics_step_s)
+
+
 def with_values(st: Stand, values: dict) -> mujoco.MjModel:
   """A copy of the stand model holding `values` (parameter -> [joints])."""
   m = copy.copy(st.model)
@@ -344,10 +352,7 @@ def fit(log: RobotLog, robot, config: FitConfig = FitConfig(), output=None) -> F
   from the shared ones."""
   sysid = require_sysid()
   output = output if output is not None else io.StringIO()
-  hang = [np.arange(s.start, s.stop) for s in log.segments if s.kind == STAND_KIND]
-  quat = (log.signals["imu_quat_wxyz"][np.concatenate(hang)].mean(0) if hang
-          else np.array([1.0, 0.0, 0.0, 0.0]))
-  st = stand(robot, log.joint_names, quat, config.physics_step_s)
+  st = stand_of(log, robot, config.physics_step_s)
   win = windows(log, st, config)
   replay = Replay(st, win, config)
   dt = config.physics_step_s
