@@ -5,9 +5,10 @@
 
 Measures, on the first device: env steps/s of the walk task at 8,192 envs with no randomization
 and with `nominal_dr` (physics, delays, noise, pushes), beside bare `mjx.step`; training env
-steps/s (the `gpu` preset's learner); the device's peak memory; and `walk_builtin` trained for a
-few minutes (its own recipe) with the velocity-tracking error of its training episodes. Each
-step is timed, so a slow one shows where the minutes went.
+steps/s of `walk_builtin`'s learner (its networks, PPO settings and randomization) at 8,192
+envs; the device's peak memory; and `walk_builtin` trained for a few minutes (its own recipe)
+with the velocity-tracking error of its training episodes. Each step is timed, so a slow one
+shows where the minutes went.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mjxgap.files import write_json_atomic
 FULL = {"num_envs": 8192, "env_steps": 100, "train_envs": 8192, "train_iterations": 5,
         "walk_seconds": 180.0, "walk_set": []}
 # CPU-sized: 8 envs; the walk trained 4 iterations of 1 s episodes, so that every env ends one
+# (the training benchmark runs that same learner: one compiled iteration for both)
 TINY = {"num_envs": 8, "env_steps": 5, "train_envs": 8, "train_iterations": 1,
         "walk_seconds": 600.0, "walk_set": ["ppo.num_envs=8", "task.episode_length_s=1.0",
                                             "total_steps=640"]}
@@ -37,16 +39,21 @@ def _peak_memory_bytes(device) -> int | None:
   return None if not stats else stats.get("peak_bytes_in_use")
 
 
+def _walk_builtin(overrides: list[str]):
+  """The `walk_builtin` recipe's training config (seed 0) with `overrides` (`--set` strings)."""
+  from mjxgap.runs import config as run_config
+  from mjxgap.runs.recipe import recipe
+
+  return run_config.apply_overrides(recipe("walk_builtin").train_config(seed=0), overrides)
+
+
 def _walk(seconds: float, overrides: list[str]) -> dict:
   """`walk_builtin` trained for `seconds` of wall time from scratch (a time limit, so the run
   stops with a checkpoint), with the tracking error and falls of its last training episodes."""
-  from mjxgap.runs import config as run_config
-  from mjxgap.runs.recipe import recipe
   from mjxgap.runs.training import train
 
-  config = recipe("walk_builtin").train_config(seed=0)
-  config = dataclasses.replace(config, time_limit_s=seconds, checkpoint_every=10**6)
-  config = run_config.apply_overrides(config, overrides)
+  config = dataclasses.replace(_walk_builtin(overrides), time_limit_s=seconds,
+                               checkpoint_every=10**6)
   rows = []
   with tempfile.TemporaryDirectory(prefix="mjxgap-gpu-check-") as out:
     summary = train(config, out, progress=False, on_iteration=rows.append)
@@ -73,7 +80,6 @@ def main() -> None:
 
   from mjxgap.evaluation.bench import bench_env, bench_train
   from mjxgap.process import enable_compilation_cache
-  from mjxgap.runs import config as run_config
 
   enable_compilation_cache()
   device = jax.devices()[0]
@@ -89,9 +95,8 @@ def main() -> None:
   for dr in ("none", "nominal_dr"):
     step(f"env_{dr}", lambda: bench_env("builtin", "walk", sizes["num_envs"], sizes["env_steps"],
                                         repeats=2, randomization=dr))
-  learner = run_config.apply_overrides(run_config.preset("gpu"), [
-      "task=walk", "dr=nominal_dr", f"ppo.num_envs={sizes['train_envs']}"])
-  step("train", lambda: bench_train(learner, sizes["train_iterations"]))
+  learner = _walk_builtin([*sizes["walk_set"], f"ppo.num_envs={sizes['train_envs']}"])
+  step("train", lambda: bench_train(learner, sizes["train_iterations"], with_rollout=False))
   step("walk_builtin", lambda: _walk(sizes["walk_seconds"], sizes["walk_set"]))
   result["peak_memory_bytes"] = _peak_memory_bytes(device)
   write_json_atomic(args.out, result)

@@ -23,7 +23,8 @@ def test_gpu_check_writes_every_figure_at_tiny_sizes(tmp_path):
     bench = result[f"env_{dr}"]
     assert bench["num_envs"] == 8 and bench["dr"] == dr
     assert bench["env_steps_per_s"] > 0 and bench["raw_physics_steps_per_s"] > 0
-  assert result["train"]["train_steps_per_s"] > 0 and result["train"]["preset"] == "gpu"
+  train = result["train"]
+  assert train["train_steps_per_s"] > 0 and train["recipe"] == "walk_builtin"
   walk = result["walk_builtin"]
   assert walk["iterations"] == 4 and walk["env_steps"] == 640
   assert 0 <= walk["lin_vel_error_mps"] < 5 and 0 <= walk["fall_rate"] <= 1

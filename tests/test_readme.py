@@ -35,7 +35,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
   for block in blocks:
     if block not in skipped:
       exec(compile(block, "docs", "exec"), {})
-  assert (tmp_path / "runs" / "api_example_policy" / "policy.onnx").is_file()
+  assert (tmp_path / "runs" / "getting_started_policy" / "policy.onnx").is_file()
   if skipped:
     pytest.skip(f"the rendering example did not run: {no_gl}")
   assert (tmp_path / "world0.gif").is_file() and (tmp_path / "world0.mp4").is_file()

@@ -106,12 +106,13 @@ def bench_env(robot: str = "builtin", task: str = "stand", num_envs: int = 256,
   }
 
 
-def bench_train(config: TrainConfig, iterations: int = 5) -> dict:
+def bench_train(config: TrainConfig, iterations: int = 5, with_rollout: bool = True) -> dict:
   """Training env steps/s of `config`'s learner (a preset's or a recipe's, as `mjxgap train`
   resolves it) against rollout-only env steps/s on the same envs and policy.
 
   The rollout-only loop is the training iteration's own rollout (policy inference included)
   without GAE, SGD or normaliser updates, so `learner_overhead` is what learning costs.
+  `with_rollout=False` skips it (one program fewer to compile; those figures are None).
   """
   inputs = check(config)
   t_start = time.perf_counter()
@@ -129,9 +130,11 @@ def bench_train(config: TrainConfig, iterations: int = 5) -> dict:
     return state, time.perf_counter() - t0
 
   state, train_s = timed(trainer.iteration, state)
-  state, _ = trainer.collect(state)  # compile
-  jax.block_until_ready(state)
-  state, collect_s = timed(trainer.collect, state)
+  collect_s = None
+  if with_rollout:
+    state, _ = trainer.collect(state)  # compile
+    jax.block_until_ready(state)
+    state, collect_s = timed(trainer.collect, state)
   steps = iterations * config.steps_per_iteration
   return {
       "robot": config.robot,
@@ -143,8 +146,8 @@ def bench_train(config: TrainConfig, iterations: int = 5) -> dict:
       "unroll_length": config.ppo.unroll_length,
       "iterations": iterations,
       "train_steps_per_s": round(steps / train_s, 1),
-      "rollout_steps_per_s": round(steps / collect_s, 1),
-      "learner_overhead": round(train_s / collect_s, 4),
+      "rollout_steps_per_s": None if collect_s is None else round(steps / collect_s, 1),
+      "learner_overhead": None if collect_s is None else round(train_s / collect_s, 4),
       "time_to_first_iteration_s": round(first_iteration_s, 2),
       "device": str(jax.devices()[0].platform),
       "device_count": jax.device_count(),
