@@ -366,6 +366,9 @@ def test_observation_mirror_is_the_mirrored_robots_observation(walk):
     s = s0.replace(pipeline_state=mjx.put_data(m, d),
                    info={**s0.info, "command": jnp.asarray(c, jnp.float32),
                          "last_action": jnp.asarray(la), "step": jnp.int32(6)})
+    # uncommitted arrays, as `reset` returns: put_data's are committed to the device, which
+    # XLA's program records, so the step compiled for the test above would compile again
+    s = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), s)
     states.append(np.asarray(step(s, jnp.asarray(ac)).obs["state"]))
   original, mirrored = states
   expected = obs_mirror(original)
