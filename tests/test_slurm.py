@@ -214,6 +214,10 @@ def test_preempted_job_checkpoints_requeues_and_resumes_exactly(slurm, tmp_path,
     assert time.time() - t0 < 900, "the job never started training"
     time.sleep(0.2)
   subprocess.run(["scancel", "--signal=USR1", job["job_id"]], check=True)
+  # the reference trains here while Slurm requeues the job (it restarts ~20 s later)
+  code, _, err = _cli(["train", *args, "--out", str(tmp_path / "uninterrupted"),
+                       "--no-progress"], capsys)
+  assert code == 0, err
   status = _wait_for(run, capsys)
   assert status["jobs"][0]["restarts"] == 1
   rows = _iterations(run)
@@ -226,9 +230,6 @@ def test_preempted_job_checkpoints_requeues_and_resumes_exactly(slurm, tmp_path,
   assert {r["slurm_restart_count"] for r in rows if r["iteration"] > stopped_at} == {1}
   log = next(run.glob("slurm-*.out")).read_text()
   assert "requeued Slurm job" in log
-  code, _, err = _cli(["train", *args, "--out", str(tmp_path / "uninterrupted"),
-                       "--no-progress"], capsys)
-  assert code == 0, err
   _assert_same_state(run, tmp_path / "uninterrupted")
 
 
