@@ -471,7 +471,8 @@ def test_robot_walk_config(tmp_path, path, swing_m, hips, trains):
   """`--task walk` on a shared robot picks that robot's config; the gains are the MJCF's
   position actuators' (raw MuJoCo). On the larger robot (G1, 29 joints) one iteration of the
   `gpu` preset's learner (its networks and PPO settings; 8 envs here) trains with the symmetry
-  loss; the other's training would compile the same program for another model."""
+  loss; training the other as well would check the same path again at the cost of its own
+  compile."""
   from mjxgap.cli import main
 
   robot = load_robot(str(path))
