@@ -107,6 +107,23 @@ else:
     return _FilesAndNotebooks(config, log)
 
 
+def fresh_tracing_caches():
+  """Empties JAX's staging caches. They hold about 2,048 entries each and an MJX env program
+  alone fills most of one: traced after other programs, the same program lowers to a
+  differently deduplicated module (one more private function), so its persistent-cache key
+  differs and it compiles again. Traced from empty caches, a program's text depends only on
+  what its own test traced, in this process, in another worker and in a subprocess alike.
+  Compiled executables (JAX's C++ dispatch cache) stay: module fixtures still call theirs."""
+  from jax._src import util
+
+  util.clear_all_caches()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tracing_caches():
+  fresh_tracing_caches()
+
+
 @pytest.fixture(scope="session")
 def builtin_robot():
   from mjxgap.robot import load_robot

@@ -12,6 +12,8 @@ import subprocess
 
 import pytest
 
+from conftest import fresh_tracing_caches
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -32,8 +34,9 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)  # the examples write runs/ where they run
   no_gl = rendering.unavailable()
   skipped = [b for b in blocks if no_gl and "mjxgap.render(" in b]
-  for block in blocks:
+  for block in blocks:  # each a user's own session: traced as if in a fresh process
     if block not in skipped:
+      fresh_tracing_caches()
       exec(compile(block, "docs", "exec"), {})
   assert (tmp_path / "runs" / "getting_started_policy" / "policy.onnx").is_file()
   if skipped:
