@@ -84,13 +84,19 @@ def pytest_sessionfinish(session):
 
 # With pytest-xdist (the README's command runs 2 workers: compiling, most of the suite's time,
 # keeps one core busy), each test file runs whole on one worker, so its module fixtures and
-# compiled functions are built once; each notebook is its own unit. The longest units go first.
-SLOW_FIRST = ("tests/test_notebooks.py::test_notebook_runs", "tests/test_slurm.py",
-              "tests/test_readme.py", "tests/test_train.py", "tests/test_walk.py")
+# compiled functions are built once; each notebook is its own unit. The longest units go first,
+# two to each worker: the quickstart and randomization notebooks roll out the same walk program,
+# so they start one after the other on one worker (at once on two, both would compile it).
+NOTEBOOK = "tests/test_notebooks.py::test_notebook_runs"
+SLOW_FIRST = (f"{NOTEBOOK}[01_", f"{NOTEBOOK}[03_", f"{NOTEBOOK}[02_", NOTEBOOK,
+              "tests/test_slurm.py", "tests/test_readme.py", "tests/test_train.py",
+              "tests/test_walk.py")
 
 
 def pytest_collection_modifyitems(items):
-  items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))  # a stable sort
+  rank = lambda item: next((i for i, p in enumerate(SLOW_FIRST) if item.nodeid.startswith(p)),
+                           len(SLOW_FIRST))
+  items.sort(key=rank)  # a stable sort
 
 
 try:

@@ -18,12 +18,12 @@ from mjxgap.runs.factory import make_env
 from conftest import bare_mjx_steps
 
 
-def _steps(env, key, actions, reset=None):
+def _steps(env, key, actions):
   """[the reset state, the state after each of `actions`] of one env, in one jitted scan (a
   Python loop inside jit would compile a copy of the whole step per action)."""
   @jax.jit
   def run(key):
-    s0 = (reset or env.reset)(key)
+    s0 = env.reset(key)
     return s0, jax.lax.scan(lambda s, a: (env.step(s, a),) * 2, s0, actions)[1]
 
   s0, after = run(key)
@@ -78,20 +78,60 @@ def test_a_delay_of_exactly_k_physics_steps_is_k_steps(physics_step_s):
   assert np.asarray(steps).tolist() == k.tolist()
 
 
+BUS_STEPS = 6  # control steps of every pinned run (one compiled program for all)
+
+
 @pytest.fixture(scope="module")
-def delayed(builtin_robot):
-  dr = DomainRandomization(action_delay_ms=(28.0, 28.0), obs_delay_ms=(8.0, 8.0))
+def bus(builtin_robot):
+  """One stand env with every per-episode latency and push item on (action delay under ADR,
+  0-40 ms; observation delay 0-40 ms; left-leg staleness 0-8 ms; pushes) and one compiled run
+  of it: `run(key, actions [BUS_STEPS, nu], pins, level)` resets from ADR `level` (None: the
+  initial one), sets the episode's delays and push range to `pins` where given (None: as
+  drawn) and steps. Each test pins its own case into the same program."""
+  from mjxgap.sim.adr_binding import with_adr
+
+  dr = with_adr(DomainRandomization(action_delay_ms=(0.0, 40.0), obs_delay_ms=(0.0, 40.0),
+                                    joint_group_delay_ms=(("left_*", 0.0, 8.0),),
+                                    push_velocity_mps=(0.5, 1.5), push_interval_s=(0.06, 0.1)),
+                {"params": {"action_delay_ms": {"delta": 4.0}}}, "test")
   env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
-  return env
+  nu = env.action_size
+  unpinned = {"action_delay_ms": np.nan, "obs_delay_ms": np.nan,
+              "joint_obs_delay_ms": np.full(nu, np.nan), "push_range_mps": np.full(2, np.nan)}
+
+  @jax.jit
+  def pinned_run(key, actions, pins, level):
+    s0 = env.reset(key, level)
+    episode = s0.info["episode"]._replace(**{
+        k: jnp.where(jnp.isnan(v), getattr(s0.info["episode"], k), v) for k, v in pins.items()})
+    s0 = s0.replace(info={**s0.info, "episode": episode})
+    return s0, jax.lax.scan(lambda s, a: (env.step(s, a),) * 2, s0, actions)[1]
+
+  def run(key, actions, pins=None, level=None):
+    """[the reset state, the state after each action]; `actions` padded to BUS_STEPS."""
+    padded = jnp.zeros((BUS_STEPS, nu)).at[:len(actions)].set(actions)
+    pins = {k: np.broadcast_to(np.asarray(v, np.float32), np.shape(unpinned[k]))
+            for k, v in {**unpinned, **(pins or {})}.items()}
+    s0, after = pinned_run(key, padded, pins, env.sampler.initial_level() if level is None
+                           else level)
+    return [s0] + [jax.tree.map(lambda x, i=i: x[i], after) for i in range(len(actions))]
+
+  return env, run
 
 
-def test_env_applies_action_and_observation_delay(delayed):
+# each test's case: no delay, no staleness and no push unless it pins one
+QUIET = {"action_delay_ms": 0.0, "obs_delay_ms": 0.0, "joint_obs_delay_ms": 0.0,
+         "push_range_mps": [0.0, 0.0]}
+
+
+def test_env_applies_action_and_observation_delay(bus):
   """Two control steps with a 28 ms action delay and an 8 ms observation delay, against a
   bare mjx.step loop fed the hand-computed target of each substep."""
-  env = delayed
+  env, run = bus
   a1, a2 = jnp.full(env.action_size, 0.3), jnp.full(env.action_size, -0.2)
 
-  s0, s1, s2 = _steps(env, jax.random.PRNGKey(0), jnp.stack([a1, a2]))
+  s0, s1, s2 = run(jax.random.PRNGKey(0), jnp.stack([a1, a2]),
+                   {**QUIET, "action_delay_ms": 28.0, "obs_delay_ms": 8.0})
   default = env._default_joint_pos
   scale = env.config.action_scale_rad
   t0, t1, t2 = default, default + scale * a1, default + scale * a2
@@ -109,7 +149,6 @@ def test_env_applies_action_and_observation_delay(delayed):
                              atol=1e-5)
   np.testing.assert_allclose(s2.obs["privileged_state"][joint],
                              qpos[9][env.robot.qpos_adr] - default, atol=1e-5)
-  assert float(s2.info["episode"].action_delay_ms) == 28.0
 
 
 def _bus(delays, n, initial, issued, monotone=True):
@@ -165,20 +204,16 @@ def test_jitter_and_a_long_observation_delay_against_bare_physics(builtin_robot)
     np.testing.assert_allclose(states[c].obs["state"][joint], seen, atol=1e-5, err_msg=str(c))
 
 
-def test_adr_pinned_delay_against_bare_physics(builtin_robot):
+def test_adr_pinned_delay_against_bare_physics(bus):
   """An ADR evaluator pinned at the action delay's high bound (28 ms of a 0-40 ms envelope)
   acts exactly 28 ms late: two control steps against bare mjx.step."""
-  from mjxgap.sim.adr_binding import with_adr
-
-  dr = with_adr(DomainRandomization(action_delay_ms=(0.0, 40.0)),
-                {"params": {"action_delay_ms": {"delta": 4.0}}}, "test")
-  env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
+  env, run = bus
   ranges = _level(jnp.array([8.0]), jnp.array([28.0]), 1.0)
   a1, a2 = jnp.full(env.action_size, 0.3), jnp.full(env.action_size, -0.2)
 
-  # key 0: the evaluator of the high bound (checked)
-  s0, s1, s2 = _steps(env, jax.random.PRNGKey(0), jnp.stack([a1, a2]),
-                      reset=lambda key: env.reset(key, ranges))
+  # key 0: the evaluator of the high bound (checked); the action delay as ADR drew it
+  s0, s1, s2 = run(jax.random.PRNGKey(0), jnp.stack([a1, a2]),
+                   {**QUIET, "action_delay_ms": np.nan}, level=ranges)
   assert int(s0.info["episode"].adr.param) == 0 and int(s0.info["episode"].adr.side) == 1
   assert float(s0.info["episode"].action_delay_ms) == 28.0
   default = env._default_joint_pos
@@ -190,34 +225,35 @@ def test_adr_pinned_delay_against_bare_physics(builtin_robot):
                              atol=1e-5)
 
 
-def test_joint_group_staleness(builtin_robot):
+def test_joint_group_staleness(bus):
   """Left-leg readings 8 ms (2 substeps) staler than the right leg's, against bare physics."""
-  dr = DomainRandomization(joint_group_delay_ms=(("left_*", 8.0, 8.0),))
-  env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
+  env, run = bus
   a = jnp.full(env.action_size, 0.3)
+  left = np.array([j.startswith("left_") for j in env.robot.joint_names])
 
-  s0, _, s2 = _steps(env, jax.random.PRNGKey(0), jnp.stack([a, a]))
+  s0, _, s2 = run(jax.random.PRNGKey(0), jnp.stack([a, a]),
+                  {**QUIET, "joint_obs_delay_ms": np.where(left, 8.0, 0.0)})
   target = env._default_joint_pos + env.config.action_scale_rad * a
   qpos = np.asarray(bare_mjx_steps(env.mjx_model, s0.pipeline_state,
                                    [target] * (2 * env.n_substeps))[0])
   seen = np.asarray(s2.obs["state"][6:6 + env.action_size]) + np.asarray(env._default_joint_pos)
   adr = env.robot.qpos_adr
-  left = np.array([j.startswith("left_") for j in env.robot.joint_names])
   np.testing.assert_allclose(seen[left], qpos[7][adr][left], atol=1e-5)
   np.testing.assert_allclose(seen[~left], qpos[9][adr][~left], atol=1e-5)
   assert np.abs(qpos[7][adr][left] - qpos[9][adr][left]).max() > 1e-3  # the lag is visible
-  # the critic's physics block ends with each joint's group delay, mapped to [-1, 1]; a fixed
-  # 8 ms range maps to 0 (nothing to learn), and the block is all there is to map
+  # the critic's physics block ends with the delays, each mapped to [-1, 1] over its range:
+  # action and observation delay (0 of 0-40 ms: -1), then each joint's staleness (a left
+  # joint's 8 of 0-8 ms: 1; a right joint's fixed 0 ms: 0, nothing to learn)
   block = np.asarray(s2.obs["privileged_state"][-(2 + env.action_size):])
-  np.testing.assert_array_equal(block, 0)
-  np.testing.assert_array_equal(s2.info["episode"].joint_obs_delay_ms, np.where(left, 8.0, 0.0))
+  np.testing.assert_array_equal(block, [-1.0, -1.0, *np.where(left, 1.0, 0.0)])
 
 
-def test_push_changes_base_velocity_by_the_kick(builtin_robot):
-  dr = DomainRandomization(push_velocity_mps=(0.5, 1.5), push_interval_s=(0.06, 0.1))
-  env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization=dr)
-
-  states = _steps(env, jax.random.PRNGKey(2), jnp.zeros((6, env.action_size)))
+def test_push_changes_base_velocity_by_the_kick(bus):
+  """Pushes of 0.5-1.5 m/s every 0.06-0.1 s: the kick lands when the countdown runs out and
+  the next state is physics from the kicked velocity."""
+  env, run = bus
+  states = run(jax.random.PRNGKey(2), jnp.zeros((BUS_STEPS, env.action_size)),
+               {**QUIET, "push_range_mps": [0.5, 1.5]})
   countdown = int(states[0].info["push_countdown"])
   assert 3 <= countdown <= 5  # 0.06-0.1 s at 50 Hz
   kicks = [np.asarray(s.info["push_velocity"]) for s in states[1:]]

@@ -112,3 +112,42 @@ def test_render_after_mujoco_was_imported_without_a_backend(gl):
   assert proc.returncode == 0, proc.stderr
   shape, spread, backend = json.loads(proc.stdout)
   assert shape == [2, 240, 320, 3] and spread > 0 and backend in ("egl", "osmesa")
+
+
+def test_rollout_reuses_its_program_and_follows_each_call():
+  """A second `mjxgap.rollout` of the same env (another seed, another action table) runs the
+  program already built: the env is not traced again. Each call's trajectory is its own: the
+  toy task's dynamics re-computed in numpy from the call's initial state and actions."""
+  from typing import NamedTuple
+
+  import jax.numpy as jnp
+  from toy_env import PointToTarget
+
+  class Pose(NamedTuple):
+    qpos: jnp.ndarray  # position, velocity
+
+  class Point(PointToTarget):  # the toy task with the state fields `rollout` records
+    traced = 0
+
+    def reset(self, rng):
+      s = super().reset(rng)
+      return s.replace(pipeline_state=Pose(s.pipeline_state),
+                       info={**s.info, "command": jnp.zeros(3), "episode": s.info["target"]})
+
+    def step(self, state, action):
+      Point.traced += 1
+      s = super().step(state.replace(pipeline_state=state.pipeline_state.qpos), action)
+      return s.replace(pipeline_state=Pose(s.pipeline_state))
+
+  env, steps = Point(), 6
+  tables = [np.full((steps, 1), 0.5, np.float32),
+            np.random.default_rng(0).uniform(-1, 1, (steps, 3, 1)).astype(np.float32)]
+  for seed, table in enumerate(tables):
+    traj = mjxgap.rollout(env, steps=steps, num_envs=3, seed=seed, actions=table)
+    assert Point.traced == 1
+    x, v = traj.qpos[0].T
+    a = np.clip(table.reshape(steps, -1), -1, 1)  # [steps, 1] or [steps, 3]
+    for t in range(steps):  # v' = 0.8 v + 10 a dt, x' = x + v' dt
+      v = 0.8 * v + a[t] * 1.0
+      x = x + 0.1 * v
+      np.testing.assert_allclose(traj.qpos[t + 1], np.stack([x, v], -1), atol=1e-5)

@@ -16,6 +16,7 @@ import numpy as np
 from mjxgap.env import vector
 from mjxgap.env.wrappers import AutoReset
 from mjxgap.errors import UserError
+from mjxgap.process import BuiltOnce
 from mjxgap.robot import load_robot
 from mjxgap.runs.factory import make_env
 from mjxgap.sim.episode import Episode
@@ -42,7 +43,6 @@ def rollout(env, steps: int, num_envs: int = 1, seed: int = 0,
   sequence in every world) or [steps, num_envs, action_size], or a traceable function
   `(obs, step) -> actions [num_envs, action_size]` of the batched observation dict.
   """
-  auto = AutoReset(env)
   nu = env.action_size
   if actions is None:
     actions = np.zeros((steps, nu), np.float32)
@@ -56,8 +56,36 @@ def rollout(env, steps: int, num_envs: int = 1, seed: int = 0,
     # (zeros, a squat, random actions) runs one program
     table = np.broadcast_to(table.reshape(steps, -1, nu), (steps, num_envs, nu))
 
+  run = _ROLLOUTS.get([id(env), steps, num_envs, id(actions) if callable(actions) else None],
+                     lambda: _compiled_rollout(env, steps, num_envs, actions))
+  qpos0, episode, out = jax.tree.map(np.asarray, run.fn(jax.random.PRNGKey(seed), table))
+  return Trajectory(qpos=np.concatenate([qpos0[None], out["qpos"]]), reward=out["reward"],
+                    done=out["done"] > 0, metrics=out["metrics"], command=out["command"],
+                    episode=episode, dt=env.dt)
+
+
+class _Rollout(NamedTuple):
+  """A jitted rollout and what it closes over, held so that no id in its key (the env's, the
+  action function's) is reused while it is kept."""
+
+  fn: Callable
+  env: object
+  actions: Callable | None
+
+
+# A process's jitted rollouts: calling `rollout` again on the same env (another seed, another
+# action table) runs the program already traced and compiled instead of tracing a new one.
+_ROLLOUTS = BuiltOnce()
+
+
+def _compiled_rollout(env, steps: int, num_envs: int, actions) -> _Rollout:
+  """`rollout`'s program: `(key, table) -> (initial qpos, episodes, steps)`; `actions` a
+  traceable function of (obs, step) or not callable (the table argument is the actions)."""
+  auto = AutoReset(env)
+  policy_fn = actions if callable(actions) else None
+
   def run(key, table):
-    policy = (lambda s, t: actions(s.obs, t)) if table is None else (lambda s, t: table[t])
+    policy = (lambda s, t: policy_fn(s.obs, t)) if table is None else (lambda s, t: table[t])
     state = vector.reset(auto, key, num_envs)
     record = lambda _, nxt, __: {"qpos": nxt.pipeline_state.qpos, "reward": nxt.reward,
                                  "done": nxt.done, "metrics": nxt.metrics,
@@ -65,10 +93,7 @@ def rollout(env, steps: int, num_envs: int = 1, seed: int = 0,
     _, out = vector.rollout(auto, state, policy, steps, record, xs=jnp.arange(steps))
     return state.pipeline_state.qpos, state.info["episode"], out
 
-  qpos0, episode, out = jax.tree.map(np.asarray, jax.jit(run)(jax.random.PRNGKey(seed), table))
-  return Trajectory(qpos=np.concatenate([qpos0[None], out["qpos"]]), reward=out["reward"],
-                    done=out["done"] > 0, metrics=out["metrics"], command=out["command"],
-                    episode=episode, dt=env.dt)
+  return _Rollout(jax.jit(run), env, policy_fn)
 
 
 def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 64,
