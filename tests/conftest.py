@@ -143,6 +143,33 @@ SMALL_RUN = ["--preset", "smoke", "--num-envs", "8", "--dr", "nominal_dr", "--no
              "--set", "task.episode_length_s=1.0", "--total-steps", "256"]
 
 
+# A small ADR run, trained by the ADR-training and the export tests (one compiled training
+# iteration between them): `stand` whose actions are clipped at ADR_CLIP (most random
+# observations hit the clip, and the policy is near zero, at which the built-in robot stands).
+# t_high = 0 widens every full buffer whatever the performance, so the bounds leave their
+# initial ranges (kp 0.95-1.05, delay 0-4 ms, push 0-0.2 m/s) within a few iterations (at most
+# one delta per iteration) and stay well inside the hard limits (kp 0.8-1.2, delay 0-30 ms, push
+# 0-1 m/s). Every episode evaluates a bound and lasts 10 steps, so each of the 4 movable bounds
+# gets reports in the first iterations whatever the random stream (~12 episodes end in each).
+ADR_CLIP = 0.05
+ADR_SPEC = {"base": "nominal_dr", "adr": {
+    "t_low": -1.0, "t_high": 0.0, "buffer_size": 1, "boundary_prob": 1.0,
+    "params": {"kp": {"delta": 0.01, "hard_low": 0.8, "hard_high": 1.2,
+                      "init_low": 0.95, "init_high": 1.05},
+               "action_delay_ms": {"delta": 1.0, "hard_high": 30.0, "init_high": 4.0},
+               "push_velocity_mps": {"delta": 0.1, "hard_low": 0.0, "init_high": 0.2}}}}
+ADR_RUN = ["--preset", "smoke", "--num-envs", "8", "--no-progress", "--set", "checkpoint_every=1",
+           "--set", "task.episode_length_s=0.2", "--set", f"ppo.action_clip={ADR_CLIP}"]
+ADR_STEPS_PER_ITERATION = 128  # 8 envs x 16 steps
+
+
+def adr_spec_file(folder) -> str:
+  """ADR_SPEC written to FOLDER/adr.json."""
+  path = folder / "adr.json"
+  path.write_text(json.dumps(ADR_SPEC))
+  return str(path)
+
+
 def train_and_export(root, train_argv):
   """(run folder, export folder) of `mjxgap train TRAIN_ARGV` then `mjxgap export`."""
   from mjxgap.cli import main

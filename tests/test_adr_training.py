@@ -22,6 +22,7 @@ from mjxgap.sim.presets import PRESETS
 from mjxgap.runs.factory import task_config
 
 from cli_helper import run_cli as _cli
+from conftest import ADR_RUN, ADR_STEPS_PER_ITERATION, adr_spec_file
 from toy_env import LambdaTask
 
 
@@ -215,28 +216,18 @@ def test_invalid_adr_settings_one_line_exit_2(section, needle, tmp_path, capsys)
 # ------------------------------------------------------------------------------------------
 # an ADR run end to end on the built-in robot: exact resume, metrics, plot, evaluation
 
-# t_high = 0 widens every full buffer whatever the performance (which is in [0, 1]), so the
-# bounds move from the first reports on and a resume has a moving curriculum to continue
-ALWAYS_WIDEN = {"t_low": -1.0, "t_high": 0.0, "buffer_size": 1, "boundary_prob": 0.5,
-                "params": {"kp": {"delta": 0.01}, "action_delay_ms": {"delta": 1.0},
-                           "push_velocity_mps": {"delta": 0.1, "hard_low": 0.0}}}
-SMALL = ["--preset", "smoke", "--num-envs", "8", "--no-progress",
-         "--set", "checkpoint_every=1", "--set", "task.episode_length_s=0.5"]
-STEPS_PER_ITERATION = 128
-
-
 @pytest.fixture(scope="module")
 def adr_runs(tmp_path_factory):
-  """Run A: 6 iterations at once. Run B: 3, then --resume to 6."""
+  """conftest's ADR run. Run A: 6 iterations at once. Run B: 3, then --resume to 6."""
   root = tmp_path_factory.mktemp("adr_runs")
-  dr = _adr_file(root, ALWAYS_WIDEN)
+  dr = adr_spec_file(root)
   codes = []
-  for argv in ([*SMALL, "--dr", dr, "--out", str(root / "a"),
-                "--total-steps", str(6 * STEPS_PER_ITERATION)],
-               [*SMALL, "--dr", dr, "--out", str(root / "b"),
-                "--total-steps", str(3 * STEPS_PER_ITERATION)],
+  for argv in ([*ADR_RUN, "--dr", dr, "--out", str(root / "a"),
+                "--total-steps", str(6 * ADR_STEPS_PER_ITERATION)],
+               [*ADR_RUN, "--dr", dr, "--out", str(root / "b"),
+                "--total-steps", str(3 * ADR_STEPS_PER_ITERATION)],
                ["--out", str(root / "b"), "--resume", "--no-progress",
-                "--total-steps", str(6 * STEPS_PER_ITERATION)]):
+                "--total-steps", str(6 * ADR_STEPS_PER_ITERATION)]):
     with pytest.raises(SystemExit) as e:
       main(["train", *argv])
     codes.append(e.value.code)
@@ -311,8 +302,8 @@ def test_eval_of_an_adr_run_uses_the_reached_ranges(adr_runs, capsys):
   code, out, err = _cli(["eval", str(run), "--episodes", "16"], capsys)
   assert code == 0, err
   result = json.loads(out)
-  # counted from the episodes eval ran; with training's boundary_prob (0.5 in this run's file)
-  # all 16 would be free of evaluators once in 65,536 evaluations
+  # counted from the episodes eval ran; with training's boundary_prob (1 in this run's file)
+  # each of the 16 would evaluate a bound
   assert result["adr_boundary_evaluators"] == 0
   ranges = result["adr_ranges"]
   assert ranges["kp"] == pytest.approx([float(state.curriculum.low[0]),

@@ -21,24 +21,8 @@ from mjxgap.runs.factory import make_trainer
 from mjxgap.runs.resume import load_config
 
 from cli_helper import run_cli as _cli
-from conftest import train_and_export
-
-# An ADR run whose actions are clipped at CLIP: most random observations hit the clip, and the
-# policy is near zero, at which the built-in robot stands. t_high = 0 widens every full buffer,
-# so the bounds leave their initial ranges (kp 0.95-1.05, delay 0-4 ms) within a few iterations
-# (at most one delta per iteration) and stay well inside the hard limits (kp 0.8-1.2, delay
-# 0-30 ms). Every episode evaluates a bound and lasts 10 steps, so each of the 3 movable bounds
-# gets reports in the first iterations whatever the random stream (~30 episodes end).
-CLIP = 0.05
-ADR = {"base": "nominal_dr", "adr": {
-    "t_low": -1.0, "t_high": 0.0, "buffer_size": 1, "boundary_prob": 1.0,
-    "params": {"kp": {"delta": 0.01, "hard_low": 0.8, "hard_high": 1.2,
-                      "init_low": 0.95, "init_high": 1.05},
-               "action_delay_ms": {"delta": 1.0, "hard_high": 30.0, "init_high": 4.0}}}}
-ADR_RUN = ["--preset", "smoke", "--num-envs", "8", "--no-progress", "--set", "checkpoint_every=1",
-           "--set", "task.episode_length_s=0.2", "--set", f"ppo.action_clip={CLIP}",
-           "--total-steps", "384"]
-
+from conftest import (ADR_CLIP as CLIP, ADR_RUN, ADR_STEPS_PER_ITERATION, adr_spec_file,
+                      train_and_export)
 
 def _restore(run):
   """(trainer, JAX policy, train state, checkpoint meta) of the run's latest checkpoint."""
@@ -60,9 +44,10 @@ def jax_policy(exported):
 
 @pytest.fixture(scope="module")
 def adr_clipped(tmp_path_factory):
+  """conftest's ADR run, 6 iterations, exported."""
   root = tmp_path_factory.mktemp("export_adr")
-  (root / "adr.json").write_text(json.dumps(ADR))
-  return train_and_export(root, [*ADR_RUN, "--dr", str(root / "adr.json")])
+  return train_and_export(root, [*ADR_RUN, "--dr", adr_spec_file(root),
+                                 "--total-steps", str(6 * ADR_STEPS_PER_ITERATION)])
 
 
 def _obs_size(trainer) -> int:
@@ -177,8 +162,8 @@ def test_export_of_an_adr_run_records_the_reached_ranges_and_hard_limits(adr_cli
   row = [r for r in rows if r["iteration"] == meta["iteration"]][-1]
   items = info["trained_with"]["adr"]
   assert info["trained_with"]["randomization"] == "adr.json"  # its name, not this machine's path
-  assert info["checkpoint_iteration"] == meta["iteration"] == 3
-  assert list(items) == ["kp", "action_delay_ms"]
+  assert info["checkpoint_iteration"] == meta["iteration"] == 6
+  assert list(items) == ["kp", "action_delay_ms", "push_velocity_mps"]
   for i, name in enumerate(items):
     reached = items[name]["reached"]
     assert reached == [float(adr.low[i]), float(adr.high[i])]
@@ -186,10 +171,13 @@ def test_export_of_an_adr_run_records_the_reached_ranges_and_hard_limits(adr_cli
   assert items["kp"]["hard_limits"] == [0.8, 1.2] and items["kp"]["nominal"] == 1.0
   assert items["action_delay_ms"]["hard_limits"] == [0.0, 30.0]
   assert info["trained_with"]["action_delay_ms"] == [0.0, 30.0]  # the envelope, as before
+  # an item's hard limit defaults to the base preset's range (nominal_dr pushes 0.1-1 m/s)
+  assert items["push_velocity_mps"]["hard_limits"] == [0.0, 1.0]
   # moved off the initial ranges, inside the hard limits: neither could pass for the reached
   low, high = items["kp"]["reached"]
   assert 0.8 < low < 0.95 and 1.05 < high < 1.2, items
   assert 4.0 < items["action_delay_ms"]["reached"][1] < 30.0, items
+  assert 0.2 < items["push_velocity_mps"]["reached"][1] < 1.0, items
   # the plain spec `mjxgap gap` rebuilds the training env from: the ADR items at those ranges
   from mjxgap.sim.spec_file import from_dict
 
