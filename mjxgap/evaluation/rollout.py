@@ -42,6 +42,8 @@ def rollout(env, steps: int, num_envs: int = 1, seed: int = 0,
   `actions`: None (zeros: hold the default pose), an array [steps, action_size] (the same
   sequence in every world) or [steps, num_envs, action_size], or a traceable function
   `(obs, step) -> actions [num_envs, action_size]` of the batched observation dict.
+  Calling it again with the same env, `steps`, `num_envs` and kind of actions (any table, or
+  the same function) reuses the compiled program: another seed or table compiles nothing.
   """
   nu = env.action_size
   if actions is None:
