@@ -137,8 +137,10 @@ def test_net_actuator_matches_the_fitted_network_in_numpy(builtin_robot, fitted)
   target, q, qd = (rng.normal(0, 0.2, nu) for _ in range(3))
   gains = jnp.stack([jnp.asarray(builtin_robot.kp), jnp.asarray(builtin_robot.kd),
                      jnp.ones(nu)]).astype(jnp.float32)
-  tau, new_history = act.torque(history, jnp.asarray(target, jnp.float32),
-                                jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32), gains)
+  # jitted, as in the env (one program instead of one per operation)
+  tau, new_history = jax.jit(act.torque)(history, jnp.asarray(target, jnp.float32),
+                                         jnp.asarray(q, jnp.float32),
+                                         jnp.asarray(qd, jnp.float32), gains)
   h = np.concatenate([np.stack([target - q, qd], -1)[None], np.asarray(history)[:-1]])
   np.testing.assert_allclose(np.asarray(new_history), h, atol=1e-6)
   dt_ms = builtin_robot.sim_dt * 1000
@@ -269,19 +271,24 @@ def test_randomized_gains_reach_torque_models_consistently(builtin_robot):
   """With a torque model, an episode's kp, kd and motor strength draws become the model's
   gains; the kd left inside MuJoCo (bias) is the same randomized kd the env adds back, and kp
   no longer touches the (unit) actuator gain."""
+  from mujoco import mjx
+
   from mjxgap.sim.physics import Randomizer
   from mjxgap.sim.presets import nominal_dr
 
   robot = actuators.torque_actuated(builtin_robot)
   rnd = Randomizer(robot, nominal_dr(), torque_actuated=True)
-  draws = rnd.sample(jax.random.PRNGKey(3))
-  kp, kd, strength = (np.asarray(g) for g in rnd.gains(draws))
+  model = mjx.put_model(robot.mj_model)
+
+  def episode(key):  # jitted, as in the env (one program instead of one per operation)
+    draws = rnd.sample(key)
+    return draws, rnd.gains(draws), rnd.model_fields(model, draws)
+
+  draws, gains, fields = jax.jit(episode)(jax.random.PRNGKey(3))
+  kp, kd, strength = (np.asarray(g) for g in gains)
   np.testing.assert_allclose(kp, builtin_robot.kp * np.asarray(draws["kp"]), rtol=1e-6)
   np.testing.assert_allclose(kd, builtin_robot.kd * np.asarray(draws["kd"]), rtol=1e-6)
   np.testing.assert_allclose(strength, np.asarray(draws["motor_strength"]), rtol=1e-6)
-  from mujoco import mjx
-
-  fields = rnd.model_fields(mjx.put_model(robot.mj_model), draws)
   assert "actuator_gainprm" not in fields
   np.testing.assert_allclose(np.asarray(fields["actuator_biasprm"])[:, 2], -kd, rtol=1e-6)
   np.testing.assert_allclose(np.asarray(fields["actuator_forcerange"])[:, 1],

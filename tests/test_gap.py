@@ -222,25 +222,43 @@ def test_export_holds_the_training_randomization(small_export):
 
 def test_sim_reference_from_the_export_alone_is_mjxgap_eval(small_export, tmp_path):
   """The training env rebuilt from `policy.json` with `weights.npz` in JAX gives the episodes
-  `mjxgap eval` gives from the run's checkpoint (same seed: same resets and draws): 4 s
-  episodes, long enough for the barely trained policy to fall in some and not in others, with
-  the same falls at the same times and the same tracking errors."""
-  import shutil
-
+  `mjxgap eval` gives from the run's checkpoint (same seed: same resets and draws). The barely
+  trained policy stands through its 1 s episodes, so the export's action layer and the
+  checkpoint's get one bias offset: a policy that falls in some of the 64 episodes and not in
+  others, with the same falls at the same times and the same tracking errors. The run's own
+  episode length and `mjxgap eval`'s 64 episodes: the evaluation other tests of this run
+  compile."""
+  from mjxgap import __version__
   from mjxgap.agent.policy_arrays import load_weights
   from mjxgap.evaluation.evaluate import evaluate
   from mjxgap.gap import mjx
+  from mjxgap.runs import checkpoint
+  from mjxgap.runs.factory import make_trainer
+  from mjxgap.runs.resume import load_config
 
   run, out = small_export
-  run = shutil.copytree(run, tmp_path / "run")  # evaluated on 4 s episodes as well
-  config = json.loads((run / "config.json").read_text())
-  config["task_overrides"]["episode_length_s"] = 4.0
-  (run / "config.json").write_text(json.dumps(config))
+  policy = load_weights(out / "weights.npz")
+  w, b = policy.layers[-1]
+  offset = (0.75 * np.random.default_rng(0).standard_normal(b.shape)).astype(np.float32)
+  policy = dataclasses.replace(policy, layers=[*policy.layers[:-1], (w, b + offset)])
+  # the run's latest checkpoint with the same offset, alone in a new run folder
+  state, meta = checkpoint.restore(run, make_trainer(load_config(run)).init_abstract())
+  actor = state.params["actor"]["params"]
+  params = {**state.params, "actor": {**state.params["actor"], "params": {
+      **actor, "out": {**actor["out"], "bias": actor["out"]["bias"] + offset}}}}
+  offset_run = tmp_path / "run"
+  offset_run.mkdir()
+  (offset_run / "config.json").write_text((run / "config.json").read_text())
+  saver = checkpoint.Checkpointer(offset_run)
+  saver.save(state._replace(params=params), meta["config"], __version__, meta["inputs"])
+  saver.close()
+
   spec = json.loads((out / "policy.json").read_text())
-  env = mjx.training_env(out, spec, 4.0)
-  eps = mjx.episodes(env, load_weights(out / "weights.npz"), 16, 7)
-  ref = evaluate(run, episodes=16, seed=7, falls=True)
-  assert 0 < eps["fell"].sum() < 16, eps["length_s"]  # episodes that differ
+  env = mjx.training_env(out, spec, 1.0)
+  eps = mjx.episodes(env, policy, 64, 7)
+  ref = evaluate(offset_run, episodes=64, seed=7, falls=True)
+  assert ref["max_episode_length"] == env.episode_steps
+  assert 0 < eps["fell"].sum() < 64, eps["length_s"]  # episodes that differ
   assert eps["fell"].mean() == ref["fall_rate"]
   assert eps["survived"].mean() == ref["survived_fraction"]
   fallen = np.flatnonzero(eps["fell"])
