@@ -202,12 +202,47 @@ BARE_STEPS = 32  # every reference runs this many steps and keeps its own: one c
 def bare_mjx_steps(model, data, targets):
   """(qpos, qvel) after each bare mjx.step fed `targets[i]` [nu] as its ctrl, in one jitted scan
   (a Python loop inside jit would compile a copy of mjx.step per target): the reference the
-  env's stepping is compared with. Up to `BARE_STEPS` targets."""
+  env's stepping is compared with. Up to `BARE_STEPS` targets. Traced from empty staging caches,
+  its model and data committed to the device: the same program whatever the test traced before
+  and however its arrays were made."""
+  fresh_tracing_caches()
+  model, data = jax.device_put((model, data), jax.local_devices()[0])
   n = len(targets)
   assert 0 < n <= BARE_STEPS, n
   padded = jnp.stack([*targets, *[targets[-1]] * (BARE_STEPS - n)])
   qpos, qvel = _bare_scan(model, data, padded)
   return qpos[:n], qvel[:n]
+
+
+# `walk` with a gait clock following the command, commands redrawn every 5 steps (no training
+# aids), two frames and the base velocity estimate, under `walk_training`: the walk and env tests
+# step one compiled program of it. Key CLEAN_KEY's episode is sensed without noise or delay,
+# SENSED_KEY's with noise and a 6 ms observation delay.
+GAIT_SLOPES = (0.5, 2.0, 0.6)  # Hz per m/s forward, m/s lateral, rad/s yaw
+CLOCKED_WALK = {"commands.resample_s": 0.1, "commands.zero_prob": 0.0,
+                "commands.training_resample_s": 0.0, "actor_frames": 2,
+                "actor_estimates": ("base_lin_vel",), "gait_frequency_hz_per_command": GAIT_SLOPES}
+CLEAN_KEY, SENSED_KEY = 5, 8
+
+STAND_STEPS = 500  # 10 s of `stand` at 50 Hz
+
+
+def stand_run(env, key, actions):
+  """(the reset state, each step's (done, qpos, actor observation)) of `env` stepped through
+  `actions` [STAND_STEPS, nu] in one jitted scan: the env and randomization tests run `stand`
+  without randomization through it, one compiled program for both."""
+  @jax.jit
+  def run(key, actions):
+    s0 = env.reset(key)
+
+    def body(s, a):
+      s = env.step(s, a)
+      return s, (s.done, s.pipeline_state.qpos, s.obs["state"])
+
+    return s0, jax.lax.scan(body, s0, actions)[1]
+
+  assert actions.shape == (STAND_STEPS, env.action_size)
+  return run(key, actions)
 
 
 def base_frame(quat_wxyz, v_world):

@@ -18,6 +18,8 @@ from mjxgap.env.task import CommandConfig
 from mjxgap.runs.factory import make_env, task_config
 from mjxgap.env.wrappers import AutoReset
 
+from conftest import CLOCKED_WALK, SENSED_KEY, STAND_STEPS, stand_run
+
 N_STEPS = 6
 
 
@@ -497,8 +499,8 @@ def _offsets(layout):
 
 def _command_checks(env, states, step):
   """At a resampling step: the command the actor and the critic see is the one just drawn,
-  and the reward of that step tracks it (tracking_lin_vel recomputed with raw MuJoCo's
-  quaternion rotation of the free joint's world velocity)."""
+  and the reward of that step tracks it (tracking_lin_vel, at the task's weight, recomputed with
+  raw MuJoCo's quaternion rotation of the free joint's world velocity)."""
   s, before = states[step], states[step - 1]
   cmd = np.asarray(s.info["command"])
   assert np.all(np.any(cmd != np.asarray(before.info["command"]), axis=1))  # resampled here
@@ -511,37 +513,41 @@ def _command_checks(env, states, step):
     mujoco.mju_negQuat(inv, qpos[e, 3:7])
     v = np.zeros(3)
     mujoco.mju_rotVecQuat(v, qvel[e, 0:3], inv)
-    ref = np.exp(-np.sum((cmd[e, :2] - v[:2]) ** 2)
-                 / env.config.rewards["tracking_lin_vel"].params["sigma"])
-    np.testing.assert_allclose(s.metrics["reward/tracking_lin_vel"][e], ref * env.dt, rtol=1e-4,
-                               atol=1e-6)
+    term = env.config.rewards["tracking_lin_vel"]
+    ref = np.exp(-np.sum((cmd[e, :2] - v[:2]) ** 2) / term.params["sigma"])
+    np.testing.assert_allclose(s.metrics["reward/tracking_lin_vel"][e], ref * term.weight * env.dt,
+                               rtol=1e-4, atol=1e-6)
 
 
 def test_resampled_command_reaches_reward_actor_and_critic_together(env, run64, builtin_robot):
   """Without and with observation delay (which builds the actor's view separately)."""
   _command_checks(env, run64, 5)  # 0.1 s = 5 control steps
-  from mjxgap.sim.randomization import DomainRandomization
-
-  delayed = LocomotionEnv(builtin_robot, env.config,
-                          DomainRandomization(obs_delay_ms=(8.0, 8.0)))
-  reset, step = jax.jit(jax.vmap(delayed.reset)), jax.jit(jax.vmap(delayed.step))
-  states = [reset(jax.random.split(jax.random.PRNGKey(7), 8))]
-  for a in _actions(8, delayed.action_size)[:5]:
-    states.append(step(states[-1], jnp.asarray(a)))
-  _command_checks(delayed, states, 5)
+  # conftest's clocked walk (test_walk's program): SENSED_KEY's episode is sensed with noise
+  # (not on the command) and an observation delay
+  delayed = make_env("walk", builtin_robot, CLOCKED_WALK, randomization="walk_training")
+  reset, step = jax.jit(delayed.reset), jax.jit(delayed.step)
+  states = [reset(jax.random.PRNGKey(SENSED_KEY))]
+  assert float(states[0].info["episode"].obs_delay_ms) > 4  # at least one physics step late
+  for a in _actions(1, delayed.action_size)[:5]:
+    states.append(step(states[-1], jnp.asarray(a[0])))
+  _command_checks(delayed, [jax.tree.map(lambda x: x[None], s) for s in states], 5)
 
 
 def test_feet_contact_against_floor(env):
+  """Standing, lifted 5 cm and rolled 0.1 rad, each a forward pass from the same kind of
+  arguments (every qpos a fresh host array): one compiled forward serves all three."""
   forward = jax.jit(mjx.forward)
   data = env._data0
-  standing = forward(env.mjx_model, data)
-  assert np.asarray(env.feet_contact(standing)).tolist() == [True, True]
-  lifted = forward(env.mjx_model, data.replace(qpos=data.qpos.at[2].add(0.05)))
-  assert np.asarray(env.feet_contact(lifted)).tolist() == [False, False]
-  one_up = np.array(env.robot.default_qpos)
+  contact = lambda qpos: np.asarray(env.feet_contact(forward(
+      env.mjx_model, data.replace(qpos=jnp.asarray(qpos, jnp.float32))))).tolist()
+  standing = np.array(env.robot.default_qpos)
+  assert contact(standing) == [True, True]
+  lifted = standing.copy()
+  lifted[2] += 0.05
+  assert contact(lifted) == [False, False]
+  one_up = standing.copy()
   one_up[3:7] = [np.cos(0.05), np.sin(0.05), 0, 0]  # rolled 0.1 rad: left foot (+y) lifts
-  rolled = forward(env.mjx_model, data.replace(qpos=jnp.asarray(one_up, jnp.float32)))
-  assert np.asarray(env.feet_contact(rolled)).tolist() == [False, True]
+  assert contact(one_up) == [False, True]
 
 
 def _pair(fns):
@@ -591,19 +597,11 @@ def test_training_physics_step_steps_the_robot_at_that_step(builtin_robot):
 def test_builtin_stands_10_s_at_zero_action(builtin_robot):
   stand = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0})
   steps = int(round(10.0 / stand.dt))
-
-  @jax.jit
-  def hold(key):
-    s = stand.reset(key)
-
-    def body(s, _):
-      s = stand.step(s, jnp.zeros(stand.action_size))
-      return s, (s.done, s.pipeline_state.qpos[2], s.obs["state"][3:6])
-
-    return jax.lax.scan(body, s, None, length=steps)[1]
-
-  done, height, gravity = jax.tree.map(np.asarray, hold(jax.random.PRNGKey(0)))
-  assert steps == 500 and done.sum() == 0
+  assert steps == STAND_STEPS
+  _, (done, qpos, state) = jax.tree.map(np.asarray, stand_run(
+      stand, jax.random.PRNGKey(0), jnp.zeros((steps, stand.action_size))))
+  height, gravity = qpos[:, 2], state[:, 3:6]
+  assert done.sum() == 0
   assert np.max(np.abs(height - builtin_robot.default_qpos[2])) < 0.01  # m
   tilt = np.arccos(np.clip(-gravity[:, 2], -1, 1))
   assert tilt.max() < 0.02  # rad

@@ -16,7 +16,7 @@ from mjxgap.sim.randomization import ParamSpec
 from mjxgap.runs.factory import make_env
 from mjxgap.env.wrappers import AutoReset
 
-from conftest import bare_mjx_steps
+from conftest import STAND_STEPS, bare_mjx_steps, stand_run
 
 N = 8
 
@@ -146,16 +146,12 @@ def test_step_uses_each_envs_own_model(dr_states, builtin_robot):
 
 
 def test_none_is_the_plain_model_exactly(builtin_robot):
+  """Two control periods at a constant action (the rest of the shared run holds still)."""
   env = make_env("stand", builtin_robot, {"init_joint_noise_rad": 0.0}, randomization="none")
 
   a = jnp.full(env.action_size, 0.2)
-
-  @jax.jit
-  def two_steps(key):  # two control periods in a scan: one compiled copy of the step
-    s = env.reset(key)
-    return s, jax.lax.scan(lambda s, _: (env.step(s, a), None), s, None, length=2)[0]
-
-  s, after = two_steps(jax.random.PRNGKey(0))
+  actions = jnp.zeros((STAND_STEPS, env.action_size)).at[:2].set(a)
+  s, (_, qpos, _) = stand_run(env, jax.random.PRNGKey(0), actions)
   target = env._default_joint_pos + env.config.action_scale_rad * a
   plain = bare_mjx_steps(env.mjx_model, s.pipeline_state, [target] * (2 * env.n_substeps))[0][-1]
   # `none` changes no model field, so the env steps the plain model itself ...
@@ -164,7 +160,7 @@ def test_none_is_the_plain_model_exactly(builtin_robot):
   np.testing.assert_array_equal(s.info["episode"].default_pose_offset, np.zeros(env.action_size))
   # ... but XLA fuses the env's step and this hand-written loop differently, so float32
   # results agree to rounding, not bit for bit (seen: 6e-7).
-  np.testing.assert_allclose(after.pipeline_state.qpos, plain, rtol=0, atol=1e-5)
+  np.testing.assert_allclose(qpos[1], plain, rtol=0, atol=1e-5)
 
 
 def test_draws_follow_their_distributions(builtin_robot):

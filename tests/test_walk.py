@@ -11,7 +11,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from conftest import BERKELEY, G1, base_frame, needs_shared
+from conftest import (BERKELEY, CLEAN_KEY, CLOCKED_WALK, G1, GAIT_SLOPES, SENSED_KEY, base_frame,
+                      needs_shared)
 from mjxgap import contract
 from mjxgap.agent import losses
 from mjxgap.deploy import runtime
@@ -26,11 +27,25 @@ SINGLE_FRAME = {"actor_frames": 1, "actor_estimates": ()}  # (the walk task read
 
 @pytest.fixture(scope="module")
 def walk(builtin_robot):
-  """`walk` whose actor also reads the base velocity (`--set task.actor_obs=...`), with one
-  observation frame, no estimate and a 1.5 Hz gait clock (the worked cases below)."""
+  """`walk` whose actor also reads the base velocity (`--set task.actor_obs=...`), with three
+  observation frames, no estimate and a 1.5 Hz gait clock (the worked cases below): one env,
+  so the runtime, history and mirror tests step one compiled program."""
   actor_obs = ("base_lin_vel",) + task_config("walk").actor_obs
   return make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1, "actor_obs": actor_obs,
-                                          **SINGLE_FRAME, "gait_frequency_hz": 1.5})
+                                          **SINGLE_FRAME, "actor_frames": 3,
+                                          "gait_frequency_hz": 1.5})
+
+
+@pytest.fixture(scope="module")
+def walk_fns(walk):
+  """The module env's jitted reset and step, held here so that their executables serve every
+  test (each test would otherwise trace them again)."""
+  return jax.jit(walk.reset), jax.jit(walk.step)
+
+
+def _frame_size(env) -> int:
+  """The size of one frame of the actor's input."""
+  return sum(t["size"] for t in env.observation_layout("actor"))
 
 
 def test_gait_phase_by_hand():
@@ -95,29 +110,40 @@ class _RecordingSession:
     return [self.actions[len(self.inputs) - 1][None]]
 
 
-def test_gait_clock_following_the_command_on_both_sides(builtin_robot):
+@pytest.fixture(scope="module")
+def clocked(builtin_robot):
+  """conftest's CLOCKED_WALK under `walk_training` (nominal_dr's physics, delays, noise, pushes,
+  a quarter of the episodes sensed without noise or delay), and its jitted reset and step: the
+  gait-clock test steps a clean episode of it and the estimate test a noisy, delayed one, in
+  one compiled program (test_env's delayed command check builds the same env)."""
+  env = make_env("walk", builtin_robot, CLOCKED_WALK, randomization="walk_training")
+  return env, jax.jit(env.reset), jax.jit(env.step)
+
+
+def test_gait_clock_following_the_command_on_both_sides(builtin_robot, clocked):
   """With `gait_frequency_hz_per_command` the clock's phase is integrated under the commands in
   force: the env's phase, a by-hand float64 integration and the runtime `Policy`'s (fed the
   same readings, its network replaced by the env's actions) agree step by step, across command
-  changes every 5 steps; a fixed clock would be off by more than 0.1 cycle."""
-  slopes = (0.5, 2.0, 0.6)
-  # one frame, no training aids: the clock, not the history; commands redrawn every 5 steps
-  env = make_env("walk", builtin_robot, {"gait_frequency_hz_per_command": slopes,
-                                         "commands.resample_s": 0.1, "commands.zero_prob": 0.0,
-                                         "commands.training_resample_s": 0.0, **SINGLE_FRAME})
-  fixed = make_env("walk", builtin_robot, SINGLE_FRAME)  # no clock in its state: old
-  # checkpoints restore
+  changes every 5 steps; a fixed clock would be off by more than 0.1 cycle. The episode is one
+  the preset senses cleanly (no noise, no delay: the actor reads the state as it is)."""
+  slopes = GAIT_SLOPES
+  env, reset, step = clocked
+  # the same env with a fixed clock keeps no clock in its state: old checkpoints restore
+  fixed = make_env("walk", builtin_robot, {k: v for k, v in CLOCKED_WALK.items()
+                                           if k != "gait_frequency_hz_per_command"},
+                   randomization="walk_training")
   assert set(jax.eval_shape(fixed.reset, jax.random.PRNGKey(0)).info) == \
       set(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).info) - {"gait_cycles"}
   rng = np.random.default_rng(1)
   actions = [rng.uniform(-0.3, 0.3, env.robot.nu).astype(np.float32) for _ in range(40)]
   policy = runtime.Policy.__new__(runtime.Policy)  # the runtime without an ONNX file
-  policy.spec = _spec(env)
+  policy.spec = _spec(env, frames=2)
   policy.session = _RecordingSession(actions)
   policy.history = runtime.ObservationHistory(policy.spec)
   policy.reset()
-  step = jax.jit(env.step)
-  s = jax.jit(env.reset)(jax.random.PRNGKey(5))
+  s = reset(jax.random.PRNGKey(CLEAN_KEY))
+  episode = s.info["episode"]
+  assert float(episode.obs_delay_ms) == 0 and not np.any(np.asarray(episode.obs_noise_scale))
   cycles, commands, off = 0.0, set(), 0.0
   for k, action in enumerate(actions):
     command = np.asarray(s.info["command"], np.float64)
@@ -134,32 +160,34 @@ def test_gait_clock_following_the_command_on_both_sides(builtin_robot):
   assert len(commands) >= 6 and off > 0.1, (len(commands), off)
 
 
-def test_runtime_observation_is_the_envs_for_walk(walk):
+def test_runtime_observation_is_the_envs_for_walk(walk, walk_fns):
   """`runtime.observation` (what a robot computes from policy.json) equals the env's actor
-  observation at every control step, gait clock and base velocity (MuJoCo's free-joint velocity
-  is in the world frame) included (no noise or delay here)."""
+  observation (the newest frame of its input) at every control step, gait clock and base
+  velocity (MuJoCo's free-joint velocity is in the world frame) included (no noise or delay
+  here)."""
   spec = _spec(walk)
-  step = jax.jit(walk.step)
-  s = jax.jit(walk.reset)(jax.random.PRNGKey(3))
+  frame = _frame_size(walk)
+  reset, step = walk_fns
+  s = reset(jax.random.PRNGKey(3))
   rng = np.random.default_rng(0)
   for k in range(40):
-    np.testing.assert_allclose(runtime.observation(spec, _readings(walk, s, k)), s.obs["state"],
-                               rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(runtime.observation(spec, _readings(walk, s, k)),
+                               s.obs["state"][:frame], rtol=1e-5, atol=2e-5)
     assert int(s.info["step"]) == k
     s = step(s, jnp.asarray(rng.uniform(-0.3, 0.3, walk.robot.nu), jnp.float32))
 
 
-def test_observation_history_on_both_sides_and_its_mirror(builtin_robot):
-  """With `actor_frames` 3 the actor's input is its last 3 observations newest first, the first
-  one in every slot at the start: the env's, and the runtime's stack of observations computed
-  from raw readings, agree step by step; its mirror mirrors each frame."""
-  env = make_env("walk", builtin_robot, {"init_joint_noise_rad": 0.1, **SINGLE_FRAME,
-                                         "actor_frames": 3})
+def test_observation_history_on_both_sides_and_its_mirror(builtin_robot, walk, walk_fns):
+  """With `actor_frames` 3 (the module env's) the actor's input is its last 3 observations
+  newest first, the first one in every slot at the start: the env's, and the runtime's stack of
+  observations computed from raw readings, agree step by step; its mirror mirrors each frame."""
+  env = walk
+  assert env.config.actor_frames == 3
   spec = _spec(env, frames=3)
   history = runtime.ObservationHistory(spec)
   frame = sum(t["size"] for t in spec["observation"]["terms"])
-  step = jax.jit(env.step)
-  s = jax.jit(env.reset)(jax.random.PRNGKey(3))
+  reset, step = walk_fns
+  s = reset(jax.random.PRNGKey(3))
   rng = np.random.default_rng(0)
   frames = []  # by hand: each step's own observation
   for k in range(6):
@@ -181,14 +209,16 @@ def test_observation_history_on_both_sides_and_its_mirror(builtin_robot):
                                                 for j in range(3)]))
 
 
-def test_estimate_target_is_the_true_base_velocity_under_noise_and_delay(builtin_robot, walk):
-  """With `actor_estimates` base_lin_vel under nominal_dr (noisy, delayed actor), the actor's
-  estimation target is the base velocity of the current MuJoCo state in the base frame, by
-  MuJoCo's own quaternion functions, not what the actor read."""
-  env = make_env("walk", builtin_robot, {"actor_frames": 2, "actor_estimates": ("base_lin_vel",)},
-                 randomization="nominal_dr")
-  step = jax.jit(env.step)
-  s = jax.jit(env.reset)(jax.random.PRNGKey(5))
+def test_estimate_target_is_the_true_base_velocity_under_noise_and_delay(walk, clocked):
+  """With `actor_estimates` base_lin_vel in an episode sensed with noise and delay (nominal_dr's,
+  under `walk_training`), the actor's estimation target is the base velocity of the current
+  MuJoCo state in the base frame, by MuJoCo's own quaternion functions, not what the actor
+  read."""
+  env, reset, step = clocked
+  assert env.config.actor_estimates == ("base_lin_vel",)
+  s = reset(jax.random.PRNGKey(SENSED_KEY))
+  episode = s.info["episode"]
+  assert float(episode.obs_delay_ms) > 4 and np.any(np.asarray(episode.obs_noise_scale) > 0)
   rng = np.random.default_rng(1)
   speeds = []
   for _ in range(12):
@@ -343,20 +373,22 @@ def test_mirrored_robot_moves_as_the_mirror_image_in_mujoco(builtin_robot):
   np.testing.assert_allclose(b.qvel, expect_qvel, atol=1e-5)
 
 
-def test_observation_mirror_is_the_mirrored_robots_observation(walk):
-  """The env's observation of the mirror-image state after the mirrored action is the
+def test_observation_mirror_is_the_mirrored_robots_observation(walk, walk_fns):
+  """The env's observation (the newest frame of the actor's input; both runs keep the same
+  reset frames behind it) of the mirror-image state after the mirrored action is the
   observation mirror of the original's; the clock term is the other foot's (half a cycle)."""
   r = walk.robot
   obs_mirror, act_mirror = symmetry.actor_mirrors(walk)
+  frame = _frame_size(walk)
   rng = np.random.default_rng(2)
   m = r.mj_model
   qpos, qvel = _random_state(r, rng)
   states = []
-  s0 = jax.jit(walk.reset)(jax.random.PRNGKey(0))
+  reset, step = walk_fns
+  s0 = reset(jax.random.PRNGKey(0))
   command = np.array([0.6, 0.2, -0.5], np.float32)
   last = rng.uniform(-0.5, 0.5, r.nu).astype(np.float32)
   action = rng.uniform(-0.5, 0.5, r.nu).astype(np.float32)
-  step = jax.jit(walk.step)
   for qp, qv, c, la, ac in ((qpos, qvel, command, last, action),
                             (*_mirrored_state(r, act_mirror, qpos, qvel),
                              command * [1, -1, -1], act_mirror(last), act_mirror(action))):
@@ -367,11 +399,11 @@ def test_observation_mirror_is_the_mirrored_robots_observation(walk):
                    info={**s0.info, "command": jnp.asarray(c, jnp.float32),
                          "last_action": jnp.asarray(la), "step": jnp.int32(6)})
     # uncommitted arrays, as `reset` returns: put_data's are committed to the device, which
-    # XLA's program records, so the step compiled for the test above would compile again
+    # XLA's program records, so the step compiled for the tests above would compile again
     s = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), s)
     states.append(np.asarray(step(s, jnp.asarray(ac)).obs["state"]))
-  original, mirrored = states
-  expected = obs_mirror(original)
+  original, mirrored = (x[:frame] for x in states)
+  expected = obs_mirror(states[0])[:frame]
   # float32 MJX through 5 substeps of contact: joint velocities agree to 3e-4 relative
   np.testing.assert_allclose(mirrored[:-2], expected[:-2], rtol=1e-3, atol=2e-4)
   assert not np.allclose(original[:-2], expected[:-2], atol=1e-2)  # the mirror is no identity
