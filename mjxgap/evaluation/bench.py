@@ -17,7 +17,8 @@ from mjxgap.env.wrappers import AutoReset
 from mjxgap.process import mjx
 from mjxgap.robot import load_robot
 from mjxgap.runs.config import TrainConfig
-from mjxgap.runs.factory import check, make_env, make_trainer
+from mjxgap.runs.factory import check, make_env
+from mjxgap.runs.training import learner
 
 
 def _time_best(fn, arg, repeats: int) -> float:
@@ -116,7 +117,7 @@ def bench_train(config: TrainConfig, iterations: int = 5, with_rollout: bool = T
   """
   inputs = check(config)
   t_start = time.perf_counter()
-  trainer = make_trainer(config, inputs.env(load_robot(config.robot)))
+  trainer = learner(config, load_robot(config.robot), inputs)  # a process's learner of config
   state = trainer.init(config.seed)
   state, metrics = trainer.iteration(state)
   jax.block_until_ready(metrics)

@@ -106,7 +106,6 @@ def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 
   env = AutoReset(make_env(task, rb, randomization=randomization, actuator=actuator))
   steps = max(1, int(round(seconds / env.dt)))
   key, k_reset = jax.random.split(jax.random.PRNGKey(seed))
-  state = jax.jit(lambda k: vector.reset(env, k, num_envs))(k_reset)  # one program, not op by op
 
   def random_actions(_, key):
     return jnp.clip(action_std * jax.random.normal(key, (num_envs, env.action_size)), -1.0, 1.0)
@@ -117,12 +116,14 @@ def random_rollout(robot: str = "builtin", task: str = "stand", num_envs: int = 
             "nan": s.metrics["nan"], "height": s.pipeline_state.qpos[:, 2],
             "return": fin["return"], "length": fin["length"]}
 
-  run = jax.jit(lambda s, k: vector.rollout(env, s, random_actions, steps, record, key=k))
+  # the resets and the steps: one program
+  run = jax.jit(lambda k_reset, k: vector.rollout(env, vector.reset(env, k_reset, num_envs),
+                                                  random_actions, steps, record, key=k))
   t0 = time.perf_counter()
-  compiled = run.lower(state, key).compile()
+  compiled = run.lower(k_reset, key).compile()
   compile_s = time.perf_counter() - t0
   t0 = time.perf_counter()
-  _, out = jax.block_until_ready(compiled(state, key))
+  _, out = jax.block_until_ready(compiled(k_reset, key))
   run_s = time.perf_counter() - t0
   out = jax.tree.map(np.asarray, out)
   done = out["done"] > 0

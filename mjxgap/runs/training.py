@@ -83,18 +83,18 @@ _TRAINERS = BuiltOnce()  # a process's built learners
 _LEARNER_FIELDS = ("robot", "task", "task_overrides", "dr", "actuator", "ppo")
 
 
-def _trainer(config: TrainConfig, robot: Robot, inputs: factory.Inputs | None = None) -> Trainer:
+def learner(config: TrainConfig, robot: Robot, inputs: factory.Inputs | None = None) -> Trainer:
   """The learner of `config` on `robot` (its env from `inputs`, `check(config)` if None),
   built once a process: `train` calls that differ in seed, length or output folder (a notebook's
-  reruns, a recipe's stages, a sweep) share its traced and compiled functions. Keyed by what
+  reruns, a recipe's stages, a sweep) and `bench_train` share its traced and compiled functions. Keyed by what
   they depend on: the env's config strings and what the files they name hold now, the learner's
   config, the devices."""
   inputs = inputs or factory.check(config)  # a bad string: its own message, before any file is read
   settings = {k: v for k, v in config.to_dict().items() if k in _LEARNER_FIELDS}
   depends_on = [settings, fingerprints(config), robot_files_stamp(config.robot),
                 [str(d) for d in jax.devices()]]
-  learner = _TRAINERS.get(depends_on, lambda: factory.make_trainer(config, inputs.env(robot)))
-  return learner.with_total_steps(config.total_steps)
+  built = _TRAINERS.get(depends_on, lambda: factory.make_trainer(config, inputs.env(robot)))
+  return built.with_total_steps(config.total_steps)
 
 
 def _check_stage_states(config: TrainConfig, trainer_at) -> None:
@@ -150,7 +150,7 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool = False,
   def trainer_at(iteration: int):
     """The learner of the stage in force at `iteration` (its own compiled iteration)."""
     staged = config_at(config, iteration)
-    return _trainer(staged, robot, inputs if staged == config else None)
+    return learner(staged, robot, inputs if staged == config else None)
 
   trainer = trainer_at(start_iteration)
   _check_stage_states(config, trainer_at)
