@@ -86,9 +86,9 @@ _LEARNER_FIELDS = ("robot", "task", "task_overrides", "dr", "actuator", "ppo")
 def learner(config: TrainConfig, robot: Robot, inputs: factory.Inputs | None = None) -> Trainer:
   """The learner of `config` on `robot` (its env from `inputs`, `check(config)` if None),
   built once a process: `train` calls that differ in seed, length or output folder (a notebook's
-  reruns, a recipe's stages, a sweep) and `bench_train` share its traced and compiled functions. Keyed by what
-  they depend on: the env's config strings and what the files they name hold now, the learner's
-  config, the devices."""
+  reruns, a recipe's stages, a sweep) and `bench_train` share its traced and compiled
+  functions. Keyed by what they depend on: the env's config strings and what the files they
+  name hold now, the learner's config, the devices."""
   inputs = inputs or factory.check(config)  # a bad string: its own message, before any file is read
   settings = {k: v for k, v in config.to_dict().items() if k in _LEARNER_FIELDS}
   depends_on = [settings, fingerprints(config), robot_files_stamp(config.robot),
