@@ -24,6 +24,7 @@ from cli_helper import run_cli as _cli
 from conftest import (ADR_CLIP as CLIP, ADR_RUN, ADR_STEPS_PER_ITERATION, adr_spec_file,
                       train_and_export)
 
+
 def _restore(run):
   """(trainer, JAX policy, train state, checkpoint meta) of the run's latest checkpoint."""
   trainer = make_trainer(load_config(run))
