@@ -259,6 +259,34 @@ def test_play_joint_motion_is_the_std_of_each_joint_after_the_first_second(expor
   assert min(got.values()) > 1e-6  # every joint moves (9 µrad and up here): not all zeros
 
 
+def test_exporting_another_checkpoint_builds_nothing_new(exported, tmp_path, monkeypatch):
+  """A second export of a run (another checkpoint, as a notebook exporting each) reuses the
+  process's learner and compiled parity rollout: no learner made, no rollout traced. The
+  checkpoint's weights are an argument of that rollout: each export records the observations
+  its own policy meets (the two policies' differ after their first actions)."""
+  from mjxgap.deploy import export
+  from mjxgap.env import vector
+  from mjxgap.runs import factory
+
+  run, _ = exported
+  first, last = checkpoint.steps(run)[0], checkpoint.steps(run)[-1]
+  assert first != last
+  built, recorded = [], []
+  record = export._recorded_observations
+  monkeypatch.setattr(export, "_recorded_observations",
+                      lambda *a: recorded.append(record(*a)) or recorded[-1])
+  export.export(run, tmp_path / "first", step=first)
+  for module, name in ((factory, "make_trainer"), (vector, "rollout")):
+    made = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, made=made, name=name, **k:
+                        built.append(name) or made(*a, **k))
+  export.export(run, tmp_path / "last", step=last)
+  assert built == []
+  n_envs = 8  # the rollout's envs, one observation each per step
+  np.testing.assert_array_equal(recorded[0][:n_envs], recorded[1][:n_envs])  # the same resets
+  assert not np.array_equal(recorded[0][n_envs:], recorded[1][n_envs:])
+
+
 def test_parity_failure_refuses_and_leaves_nothing(exported, tmp_path, capsys, monkeypatch):
   from mjxgap.deploy import export
 

@@ -28,6 +28,8 @@ from mjxgap.agent.policy_arrays import (ExportedPolicy, from_train_state, numpy_
 from mjxgap.contract import OBS_CLIP
 from mjxgap.env import vector
 from mjxgap.errors import UserError
+from mjxgap.process import BuiltOnce
+from mjxgap.runs.training import learner, learner_key
 
 OPSET = 17  # onnxruntime 1.32 runs opsets 7-23; 17 is what robot runtimes widely accept
 IR_VERSION = 8
@@ -203,19 +205,25 @@ def net_dir(config) -> pathlib.Path | None:
   return parse_actuator(config.actuator).net_dir
 
 
-def _recorded_observations(env, act, weights, count: int, seed: int) -> np.ndarray:
+_RECORDERS = BuiltOnce()  # a process's compiled parity rollouts
+
+
+def _recorded_observations(config, env, act, weights, count: int, seed: int) -> np.ndarray:
   """Observations the policy `act(weights, obs)` met driving the training env: `count` of
   them, several envs. The weights are an argument of the compiled rollout, not constants: any
-  checkpoint of the env shares it."""
+  checkpoint of the env shares it, built once a process under `config`'s learner key."""
   n_envs = 8
   steps = -(-count // n_envs)
 
-  def run(key, weights):
-    return vector.rollout(env, vector.reset(env, key, n_envs),
-                          lambda s, _: act(weights, s.obs["state"]), steps,
-                          record=lambda s, _, __: s.obs["state"])[1]
+  def build():
+    def run(key, weights):
+      return vector.rollout(env, vector.reset(env, key, n_envs),
+                            lambda s, _: act(weights, s.obs["state"]), steps,
+                            record=lambda s, _, __: s.obs["state"])[1]
+    return jax.jit(run)
 
-  obs = np.asarray(jax.jit(run)(jax.random.PRNGKey(seed), weights))
+  run = _RECORDERS.get([learner_key(config), n_envs, steps], build)
+  obs = np.asarray(run(jax.random.PRNGKey(seed), weights))
   return obs.reshape(-1, obs.shape[-1])[:count]
 
 
@@ -224,7 +232,7 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   from mjxgap.files import check_new_folder, folder_atomic, write_atomic, write_npz_atomic
   from mjxgap.runs import checkpoint
   from mjxgap.robot import load_robot
-  from mjxgap.runs.factory import check, make_trainer, without_training_aids
+  from mjxgap.runs.factory import check, without_training_aids
   from mjxgap.runs.resume import load_config_at
 
   run_dir, out = pathlib.Path(run_dir), check_new_folder(out)
@@ -233,10 +241,11 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   inputs = check(without_training_aids(config))
   # the training env at the robot's own physics step and the task's own commands: what the
   # sidecar records and the parity check's recorded observations come from
-  env = inputs.env(load_robot(config.robot))
-  # on the env it trained in (`make_trainer`'s default), training aids included: the saved
-  # state's shapes
-  trainer = make_trainer(config)
+  robot = load_robot(config.robot)
+  env = inputs.env(robot)
+  # the process's learner of the run's config (a training before it built it), on the env it
+  # trained in, training aids included: the saved state's shapes
+  trainer = learner(config, robot)
   state, meta = checkpoint.restore(run_dir, trainer.init_abstract(), step)
   policy = from_train_state(state.params, state.obs_stats, config.ppo)
   model = onnx_model(policy, f"mjxgap policy: {config.robot} / {config.task}, "
@@ -249,7 +258,8 @@ def export(run_dir: str | pathlib.Path, out: str | pathlib.Path, step: int | Non
   rng = np.random.default_rng(seed)
   random_obs = (policy.obs_mean + 3.0 * policy.obs_std
                 * rng.standard_normal((samples, policy.obs_mean.size))).astype(np.float32)
-  obs = np.concatenate([random_obs, _recorded_observations(env, act, weights, samples, seed)])
+  obs = np.concatenate([random_obs,
+                        _recorded_observations(config, env, act, weights, samples, seed)])
   reference = np.asarray(jax.jit(act)(weights, jnp.asarray(obs)))
   # the action clip, even where these actions do not reach it: the graph built with a clip at
   # the median |action| must give the reference clipped there (clip(clip(a, c), c') = clip(a, c')

@@ -30,10 +30,10 @@ from mjxgap.process import BuiltOnce
 from mjxgap.evaluation import stats
 from mjxgap.runs import checkpoint
 from mjxgap.robot import load_robot, robot_files_stamp
-from mjxgap.runs.factory import (check, make_trainer, robot_name, task_config,
-                                 without_training_aids)
+from mjxgap.runs.factory import check, robot_name, task_config, without_training_aids
 from mjxgap.runs.config import TrainConfig
 from mjxgap.runs.resume import fingerprints, load_config_at
+from mjxgap.runs.training import learner
 from mjxgap.sim import adr as adr_lib
 
 
@@ -141,9 +141,10 @@ def _build_evaluator(trained: TrainConfig, config: TrainConfig, inputs, eval_dr:
   robot = load_robot(config.robot)
   env = (inputs.env(robot) if (eval_dr, eval_actuator) == (config.dr, config.actuator)
          else check(config, eval_dr, eval_actuator).env(robot))
-  # on the env it trained in (`make_trainer`'s default), training aids included: the saved
-  # state's shapes (a coarser physics step holds fewer steps of actuator latency)
-  trainer = make_trainer(trained)
+  # the process's learner of the trained config (a training before it built it), on the env
+  # it trained in, training aids included: the saved state's shapes (a coarser physics step
+  # holds fewer steps of actuator latency)
+  trainer = learner(trained, robot)
 
   def act(weights, obs):
     params, obs_stats, trained = weights

@@ -79,22 +79,28 @@ def _prepared(out: pathlib.Path, config: TrainConfig) -> bool:
 
 
 _TRAINERS = BuiltOnce()  # a process's built learners
-# what a learner's compiled functions depend on (the rest: seed, length, checkpoints, stages...)
-_LEARNER_FIELDS = ("robot", "task", "task_overrides", "dr", "actuator", "ppo")
+# what a learner's compiled functions depend on (the rest: seed, length, checkpoints, stages...);
+# `dr` and `actuator` by what they stand for (`fingerprints`), so a moved file is the same input
+_LEARNER_FIELDS = ("robot", "task", "task_overrides", "ppo")
 
 
 def learner(config: TrainConfig, robot: Robot, inputs: factory.Inputs | None = None) -> Trainer:
   """The learner of `config` on `robot` (its env from `inputs`, `check(config)` if None),
   built once a process: `train` calls that differ in seed, length or output folder (a notebook's
-  reruns, a recipe's stages, a sweep) and `bench_train` share its traced and compiled
-  functions. Keyed by what they depend on: the env's config strings and what the files they
-  name hold now, the learner's config, the devices."""
+  reruns, a recipe's stages, a sweep), `bench_train`, `evaluate` and `export` share its traced
+  and compiled functions. Keyed by `learner_key`."""
   inputs = inputs or factory.check(config)  # a bad string: its own message, before any file is read
-  settings = {k: v for k, v in config.to_dict().items() if k in _LEARNER_FIELDS}
-  depends_on = [settings, fingerprints(config), robot_files_stamp(config.robot),
-                [str(d) for d in jax.devices()]]
-  built = _TRAINERS.get(depends_on, lambda: factory.make_trainer(config, inputs.env(robot)))
+  built = _TRAINERS.get(learner_key(config),
+                        lambda: factory.make_trainer(config, inputs.env(robot)))
   return built.with_total_steps(config.total_steps)
+
+
+def learner_key(config: TrainConfig) -> list:
+  """What `config`'s learner and its env depend on (JSON-able): the env's config strings and
+  what the files they name hold now, the learner's config, the devices."""
+  settings = {k: v for k, v in config.to_dict().items() if k in _LEARNER_FIELDS}
+  return [settings, fingerprints(config), robot_files_stamp(config.robot),
+          [str(d) for d in jax.devices()]]
 
 
 def _check_stage_states(config: TrainConfig, trainer_at) -> None:
