@@ -17,7 +17,9 @@ Per instance (`typical@1-3`, `harsh@1-3`):
 `before` is the policy itself; `more_training` one fine-tuning of the same budget in the
 policy's own training simulator, measured on every instance: what more training adds without
 the robot's logs. Every step's output stays in `--work`, and a rerun skips what is there (a
-lost session resumes); the summary is rewritten after every step.
+lost session resumes); the summary is rewritten after every step. With `--continue`, a rerun
+starts from the summary already in `--out` (same policy and settings) and skips the results it
+holds: a lost `--work` folder costs only the steps with no result yet.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import json
 import pathlib
 import sys
 
-from common import mjxgap, provenance
+from common import fail, mjxgap, provenance
 from mjxgap.files import write_json_atomic
 
 POLICY = "experiments/results/policies/walk_builtin"
@@ -82,25 +84,40 @@ def main() -> None:
   p.add_argument("--episodes", type=int, default=64, help="gap episodes per instance")
   p.add_argument("--work", required=True, help="folder of every step's output (kept)")
   p.add_argument("--out", required=True)
+  p.add_argument("--continue", dest="resume", action="store_true",
+                 help="keep the results already in --out and run only the missing ones")
   args = p.parse_args()
   work = pathlib.Path(args.work)
   names = args.instances.split(",")
-  result = {**provenance(), "policy": POLICY, "fine_tune_env_steps": args.steps,
-            "episodes": args.episodes, "base_dr": BASE_DR,
-            "instances": {name: {} for name in names}}
+  settings = {"policy": POLICY, "fine_tune_env_steps": args.steps, "episodes": args.episodes,
+              "base_dr": BASE_DR}
+  done = {name: {} for name in names}
+  if args.resume:
+    before = json.loads(pathlib.Path(args.out).read_text())
+    if any(before[k] != v for k, v in settings.items()):
+      fail(f"{args.out}: made with other settings than these: {settings}")
+    done.update(before["instances"])
+  result = {**provenance(), **settings, "instances": done}
 
   def save(name: str, key: str, value) -> None:
     result["instances"][name][key] = value
     print(json.dumps({name: {key: value}}), file=sys.stderr, flush=True)
     write_json_atomic(args.out, result)
 
-  for name, row in gap(POLICY, args.instances, work / "gap_before", args.episodes).items():
-    save(name, "before", row)
-  control = fine_tune(work / "more_training", args.steps, None, None)
-  for name, row in gap(control, args.instances, work / "gap_more_training",
-                       args.episodes).items():
-    save(name, "more_training", row)
+  def missing(key: str) -> bool:
+    return any(key not in done[name] for name in names)
+
+  if missing("before"):
+    for name, row in gap(POLICY, args.instances, work / "gap_before", args.episodes).items():
+      save(name, "before", row)
+  if missing("more_training"):
+    control = fine_tune(work / "more_training", args.steps, None, None)
+    for name, row in gap(control, args.instances, work / "gap_more_training",
+                         args.episodes).items():
+      save(name, "more_training", row)
   for name in names:  # an instance identified, then every arm of it, then the next instance
+    if all(key in done[name] for key in ("identified", *args.arms.split(","))):
+      continue
     root = work / name
     identify(root)
     fit = json.loads((root / "fit" / "fit.json").read_text())
@@ -111,6 +128,8 @@ def main() -> None:
                               "body_applied": fit["body"]["applied"],
                               "delta_held_out_joint_pos_rms_rad": held_out})
     for arm in args.arms.split(","):
+      if arm in done[name]:
+        continue
       robot, dr = ARMS[arm]
       tuned = fine_tune(root / arm, args.steps, robot and str(root / robot), str(root / dr))
       save(name, arm, gap(tuned, name, root / arm / "gap", args.episodes)[name])
