@@ -93,6 +93,8 @@ def main() -> None:
               "base_dr": BASE_DR}
   done = {name: {} for name in names}
   if args.resume:
+    if not pathlib.Path(args.out).is_file():
+      fail(f"{args.out}: no summary to continue (--continue keeps the results of an earlier run)")
     before = json.loads(pathlib.Path(args.out).read_text())
     if any(before[k] != v for k, v in settings.items()):
       fail(f"{args.out}: made with other settings than these: {settings}")
